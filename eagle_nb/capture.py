@@ -1,0 +1,265 @@
+"""Scoped hidden-state capture on stock Hugging Face decoders: what EAGLE-3 feeds its `fc`.
+
+A layer id here is always the **HF `hidden_states` index**: id k is the residual stream entering
+decoder layer k (0 = embedding output), and id L (L = number of decoder layers) is the output of the
+last layer *before* the final norm. HF's own `hidden_states[L]` is post-norm and is never used.
+`to_hf` / `from_hf` translate the ids of the other conventions (reference/eagle3.md §4).
+
+This module knows nothing about drafters or speculation: it finds the decoder layer list, hangs
+forward hooks on it, and hands back tensors.
+
+NOTE: hooks are GLOBAL state on the model object. `capture` removes every hook it registered on
+every exit path (normal exit and exceptions), but while the block runs, *any* forward of that model,
+from any caller, is recorded.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+# Where stock HF classes keep their decoder layers, most specific first. Wrapper (multimodal)
+# models nest the text decoder under `language_model`; GPT-2 calls the list `h`.
+LAYER_PATHS = (
+    "model.language_model.layers",        # Llava, Mistral3, Gemma3ForConditionalGeneration, Qwen2.5-VL (transformers>=4.52)
+    "model.language_model.model.layers",  # older wrappers holding a *ForCausalLM
+    "language_model.model.layers",        # older Llava / Gemma3 layout
+    "language_model.layers",
+    "model.layers",                       # Llama, Mistral, Qwen2/3(-MoE), Mixtral, Gemma2/3, Phi3, DeepseekV3
+    "layers",                             # a bare *Model
+    "transformer.h",                      # GPT-2
+    "model.decoder.layers",               # OPT-style
+    "gpt_neox.layers",
+)
+
+CONVENTIONS = {
+    # name: offset added to convert an id of this convention to the HF hidden_states index
+    "hf": 0,
+    "vllm": 0,           # vLLM aux_hidden_state_layers and top-level eagle_aux_hidden_state_layer_ids
+    "speculators": 0,    # speculators eagle_aux_hidden_state_layer_ids
+    "eagle": 0,          # SafeAILab EAGLE: state recorded before layer idx
+    "sglang": 0,         # SGLang's internal layers_to_capture (after its +1)
+    "sglang-config": 1,  # SGLang eagle_config.eagle_aux_hidden_state_layer_ids: output of layer k
+    "specforge": 1,      # SpecForge aux_hidden_state_layer_ids: output of layer k
+}
+
+
+def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
+    """EAGLE-3 default feature layers: the *input* of decoder layers 2, L//2, L-3
+    (== HF `hidden_states[i]`, since hidden_states[0] is the embedding output)."""
+    ids = (2, num_layers // 2, num_layers - 3)
+    if not ids[0] < ids[1] < ids[2]:
+        raise ValueError(f"EAGLE-3 default layers {ids} are not distinct for a {num_layers}-layer "
+                         f"target; pass explicit layer ids")
+    return ids
+
+
+def to_hf(ids, convention: str) -> list[int]:
+    """Translate layer ids from `convention` to HF hidden_states indices."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown layer-id convention {convention!r}; known: {sorted(CONVENTIONS)}")
+    return [int(i) + CONVENTIONS[convention] for i in ids]
+
+
+def from_hf(ids, convention: str) -> list[int]:
+    """Translate HF hidden_states indices to `convention`."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown layer-id convention {convention!r}; known: {sorted(CONVENTIONS)}")
+    return [int(i) - CONVENTIONS[convention] for i in ids]
+
+
+def sglang_capture_ids(config_ids, after_pr_25454: bool = True) -> list[int]:
+    """What SGLang actually captures (HF index) for nested `eagle_config` ids: always +1 before
+    PR #25454; after it, +1 only when the first id is 1 (reference/eagle3.md §4)."""
+    ids = [int(i) for i in config_ids]
+    if not after_pr_25454 or (ids and ids[0] == 1):
+        return [i + 1 for i in ids]
+    return ids
+
+
+def _get(model: nn.Module, path: str):
+    obj = model
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def find_decoder_layers(model: nn.Module, layers_path: str | None = None) -> tuple[str, nn.ModuleList]:
+    """Return (path, ModuleList) of the text decoder layers. Raises naming what was tried."""
+    tried = [layers_path] if layers_path else list(LAYER_PATHS)
+    for path in tried:
+        obj = _get(model, path)
+        if isinstance(obj, nn.ModuleList) and len(obj) > 0:
+            return path, obj
+    lists = [n for n, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m) > 0]
+    raise ValueError(
+        f"cannot find the decoder layers of {type(model).__name__}: tried {tried}. "
+        f"ModuleLists in this model: {lists[:12]}. Pass layers_path='...' explicitly.")
+
+
+def num_decoder_layers(model: nn.Module, layers_path: str | None = None) -> int:
+    return len(find_decoder_layers(model, layers_path)[1])
+
+
+def _as_tensor(x, where: str) -> torch.Tensor:
+    # Current transformers returns a tensor from a decoder layer, older versions a tuple whose
+    # first element is the hidden state. NOTE: `output[0]` on a *tensor* silently takes batch row 0.
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (tuple, list)) and x and isinstance(x[0], torch.Tensor):
+        return x[0]
+    raise TypeError(f"{where}: expected a tensor or a tuple starting with one, got {type(x).__name__}")
+
+
+def check_layer_ids(ids, num_layers: int) -> list[int]:
+    bad_type = [i for i in ids if isinstance(i, bool) or int(i) != i]
+    if bad_type:
+        raise ValueError(f"layer ids must be integers, got {bad_type}")
+    ids = [int(i) for i in ids]
+    if len(ids) == 0:
+        raise ValueError("no layer ids given")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate layer ids {ids}")
+    bad = [i for i in ids if not 0 <= i <= num_layers]
+    if bad:
+        raise ValueError(f"layer ids {bad} out of range: a {num_layers}-layer model has HF "
+                         f"hidden_states ids 0..{num_layers} ({num_layers} = last layer output, pre-norm)")
+    return sorted(ids)
+
+
+@dataclass
+class CapturedStates:
+    """Captured residual-stream states keyed by HF layer id (the most recent forward), plus
+    every forward's states when `keep_history` was set."""
+    layer_ids: list[int]
+    num_layers: int
+    layers_path: str
+    model_class: str
+    states: dict[int, torch.Tensor] = field(default_factory=dict)
+    history: dict[int, list[torch.Tensor]] = field(default_factory=dict)
+
+    def __getitem__(self, k: int) -> torch.Tensor:
+        if k not in self.layer_ids:
+            raise KeyError(f"layer {k} was not captured (captured: {self.layer_ids})")
+        if k not in self.states:
+            raise KeyError(f"layer {k} was hooked but no forward ran through it inside the block")
+        return self.states[k]
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def key(self, k: int) -> str:
+        """Stable name of layer id k: the input of layer k, or the last layer's output."""
+        return f"layers.{k}.input" if k < self.num_layers else f"layers.{k - 1}.output"
+
+    def fused(self, expected_width: int | None = None) -> torch.Tensor:
+        """The EAGLE-3 input: states concatenated in ascending layer order, (B, T, n*H)."""
+        missing = [k for k in self.layer_ids if k not in self.states]
+        if missing:
+            raise ValueError(f"layers {missing} were requested but never captured in "
+                             f"{self.model_class} ({self.layers_path}); refusing to fuse fewer states")
+        out = torch.cat([self.states[k] for k in self.layer_ids], dim=-1)
+        if expected_width is not None and out.shape[-1] != expected_width:
+            raise ValueError(f"fused width {out.shape[-1]} (layers {self.layer_ids}) != "
+                             f"{expected_width} expected by the drafter")
+        return out
+
+    def table(self, conventions=("hf", "sglang-config")):
+        """One row per captured layer plus the fused row: ids per convention, shape, dtype,
+        mean/max per-token L2 norm, fraction NaN/inf. A pandas DataFrame."""
+        import pandas as pd
+        rows = []
+        for k in self.layer_ids:
+            x = self[k].float()
+            norms = x.norm(dim=-1)
+            row = {"name": self.key(k)}
+            row.update({f"id_{c}": from_hf([k], c)[0] for c in conventions})
+            row.update(shape=tuple(x.shape), dtype=str(self[k].dtype).replace("torch.", ""),
+                       mean_norm=float(norms.mean()), max_norm=float(norms.max()),
+                       frac_nonfinite=float((~torch.isfinite(x)).float().mean()))
+            rows.append(row)
+        if self.layer_ids:
+            f = self.fused().float()
+            rows.append({"name": "fused", **{f"id_{c}": None for c in conventions},
+                         "shape": tuple(f.shape), "dtype": rows[0]["dtype"],
+                         "mean_norm": float(f.norm(dim=-1).mean()),
+                         "max_norm": float(f.norm(dim=-1).max()),
+                         "frac_nonfinite": float((~torch.isfinite(f)).float().mean())})
+        return pd.DataFrame(rows)
+
+
+@contextlib.contextmanager
+def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
+            keep_history: bool = False, dtype: torch.dtype | None = None,
+            device: torch.device | str | None = None):
+    """Record the residual stream at the given HF layer ids while the block runs.
+
+        with capture(model, eagle3_layers(L)) as states:
+            model(input_ids)
+        states[2]            # (B, T, H), input of decoder layer 2
+        states.fused()       # (B, T, 3H)
+
+    Id k < L hooks the *input* of layer k (forward pre-hook); id L hooks the *output* of layer L-1
+    (pre final norm). Tensors are detached and optionally moved to `dtype`/`device`.
+
+    NOTE: hooks are global state on `model`; all are removed when the block exits, exceptions
+    included. Every forward of the model inside the block overwrites `states[k]`.
+    """
+    path, layers = find_decoder_layers(model, layers_path)
+    L = len(layers)
+    ids = check_layer_ids(layer_ids, L)
+    store = CapturedStates(ids, L, path, type(model).__name__)
+
+    def record(k: int, x: torch.Tensor) -> None:
+        x = x.detach()
+        if dtype is not None or device is not None:
+            x = x.to(device=device or x.device, dtype=dtype or x.dtype)
+        store.states[k] = x
+        if keep_history:
+            store.history.setdefault(k, []).append(x)
+
+    def pre_hook(k):
+        def fn(module, args, kwargs):
+            hs = args[0] if args else kwargs.get("hidden_states")
+            record(k, _as_tensor(hs, f"{path}.{k} input"))
+        return fn
+
+    def post_hook(k):
+        def fn(module, args, kwargs, output):
+            record(k, _as_tensor(output, f"{path}.{k - 1} output"))
+        return fn
+
+    handles = []
+    try:
+        for k in ids:
+            if k < L:
+                handles.append(layers[k].register_forward_pre_hook(pre_hook(k), with_kwargs=True))
+            else:
+                handles.append(layers[L - 1].register_forward_hook(post_hook(k), with_kwargs=True))
+        yield store
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def hook_count(model: nn.Module) -> int:
+    """Number of forward (pre-)hooks registered anywhere on `model`. Tests compare it before and
+    after a capture block (transformers 5 leaves hooks of its own after `output_hidden_states`)."""
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def norm_profile(states: CapturedStates) -> list[tuple[int, float]]:
+    """(layer id, mean per-token L2 norm) for plots."""
+    return [(k, float(states[k].float().norm(dim=-1).mean())) for k in states.layer_ids]
+
+
+def engine_style_layers(model: nn.Module) -> nn.ModuleList | None:
+    """ABLATION: how serving-engine capture code typically finds layers: only `model.layers`
+    (the plain *ForCausalLM layout). Returns None on a wrapper model, where that code then hands
+    over the final hidden state instead of the aux states, without an error."""
+    obj = _get(model, "model.layers")
+    return obj if isinstance(obj, nn.ModuleList) else None

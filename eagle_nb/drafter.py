@@ -1,0 +1,204 @@
+"""The EAGLE-3 draft model (arXiv 2503.01840), written top-down with checkpoint weight names.
+
+One decoder layer (`midlayer`) whose q/k/v read 2H = [input_layernorm(embed), hidden_norm(g)],
+embedding first, residual on g; `fc` fuses the n_aux target layers (n_aux*Ht -> H, no bias);
+logits are `lm_head(norm(out))` over the draft vocabulary, mapped to target ids with i + d2t[i].
+Facts: reference/eagle3.md §1 and §8.
+
+Two explicit input modes, never a width test: `fuse()` for target features (always applies fc and
+fails loudly on the wrong width), then `step()` on an H-wide state; later draft steps call `step()`
+with the drafter's own state. The engines' silent width check exists only as the named ablation
+`fc_policy = "engine-width-check"`.
+
+Knows nothing about checkpoint formats (checkpoints.py) or the speculation loop (speculate.py).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .config import ConfigError, DrafterConfig
+from .kv_cache import KVCache
+
+FC_STRICT = "strict"
+FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # ABLATION: skip fc when the input is already H wide
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
+    """RoPE inverse frequencies from the *draft* config (default, linear or llama3 scaling)."""
+    d = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    s = cfg.rope_scaling or {}
+    kind = s.get("rope_type", s.get("type", "default"))
+    if kind == "default":
+        pass
+    elif kind == "linear":
+        inv = inv / s["factor"]
+    elif kind == "llama3":
+        factor, lo, hi = s["factor"], s.get("low_freq_factor", 1.0), s.get("high_freq_factor", 4.0)
+        old = s.get("original_max_position_embeddings", 8192)
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+        mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+        inv = torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+    else:
+        raise ConfigError(f"rope_scaling type {kind!r} is not supported by the eagle_nb drafter")
+    return inv.float()
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        H, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.nh, self.nkv, self.hd = nh, nkv, hd
+        self.q_proj = nn.Linear(2 * H, nh * hd, bias=False)   # input is 2H: [embed, hidden]
+        self.k_proj = nn.Linear(2 * H, nkv * hd, bias=False)
+        self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
+        self.o_proj = nn.Linear(nh * hd, H, bias=False)
+
+    def forward(self, x, cos, sin, cache: KVCache | None, start: int):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2)    # (B, nh, T, hd)
+        k = self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)   # (B, nkv, T, hd)
+        v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if cache is not None:
+            k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
+        S = k.shape[2]
+        if T == 1:
+            mask, causal = None, False          # one query attends to every cached key
+        elif S == T:
+            mask, causal = None, True
+        else:                                   # extend after a cached prefix
+            qpos = torch.arange(start, start + T, device=x.device)
+            mask, causal = torch.arange(S, device=x.device)[None, :] <= qpos[:, None], False
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           enable_gqa=self.nkv != self.nh)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Eagle3DecoderLayer(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        H, eps = cfg.hidden_size, cfg.rms_norm_eps
+        self.input_layernorm = RMSNorm(H, eps)           # on the token embedding
+        self.hidden_norm = RMSNorm(H, eps)               # on the fused / recurrent state g
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(H, eps)
+        self.mlp = MLP(cfg)
+        self.norm_before_residual = cfg.norm_before_residual
+
+    def forward(self, e, g, cos, sin, cache, start):
+        # e: (B, T, H) token embeddings; g: (B, T, H) fused target state or previous draft state
+        gn = self.hidden_norm(g)
+        residual = gn if self.norm_before_residual else g
+        x = torch.cat([self.input_layernorm(e), gn], dim=-1)           # (B, T, 2H), embed first
+        h = residual + self.self_attn(x, cos, sin, cache, start)
+        return h + self.mlp(self.post_attention_layernorm(h))          # (B, T, H), pre-norm
+
+
+class Eagle3Drafter(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.config = cfg
+        H, Ht = cfg.hidden_size, cfg.target_hidden_size
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
+        if cfg.norm_before_fc:
+            self.input_norm = RMSNorm(cfg.fc_in_features, cfg.rms_norm_eps)
+        if cfg.fc_norm:
+            self.fc_norm = nn.ModuleList(RMSNorm(Ht, cfg.rms_norm_eps) for _ in range(cfg.num_aux))
+        self.fc = nn.Linear(cfg.fc_in_features, H, bias=False)
+        self.midlayer = Eagle3DecoderLayer(cfg)
+        self.norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(H, cfg.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.ones(cfg.vocab_size, dtype=torch.bool)
+                             if cfg.draft_vocab_size == cfg.vocab_size
+                             else torch.zeros(cfg.vocab_size, dtype=torch.bool))
+        self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
+        self.fc_policy = FC_STRICT
+
+    # -- the two input modes -------------------------------------------------------------------
+    def fuse(self, target_features: torch.Tensor) -> torch.Tensor:
+        """Target features (B, T, n_aux*Ht), layers in ascending order -> fused state (B, T, H)."""
+        width, want = target_features.shape[-1], self.config.fc_in_features
+        if self.fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
+            return target_features               # ABLATION: the engines' silent skip of fc
+        if width != want:
+            raise ValueError(
+                f"target features are {width} wide but this drafter's fc expects {want} "
+                f"(= {self.config.num_aux} aux layers x {self.config.target_hidden_size}); "
+                f"the target's auxiliary hidden states were not captured/concatenated")
+        x = target_features
+        if self.config.fc_norm:
+            chunks = x.split(self.config.target_hidden_size, dim=-1)
+            x = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
+        if self.config.norm_before_fc:
+            x = self.input_norm(x)
+        return self.fc(x)
+
+    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0):
+        """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
+        of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state)."""
+        T = input_ids.shape[1]
+        pos = torch.arange(start, start + T, device=input_ids.device, dtype=torch.float32)
+        freqs = pos[:, None] * self.inv_freq[None, :]                 # (T, hd/2)
+        emb = torch.cat([freqs, freqs], dim=-1)
+        cos, sin = emb.cos().to(g.dtype), emb.sin().to(g.dtype)         # (T, hd)
+        e = self.embed_tokens(input_ids)                                 # (B, T, H)
+        h = self.midlayer(e, g, cos, sin, cache, start)                  # (B, T, H) pre-norm
+        hn = self.norm(h)
+        logits = self.lm_head(hn)                                        # (B, T, Vd)
+        return logits, (hn if self.config.norm_output else h)
+
+    def forward(self, input_ids, target_features):
+        """First draft step over all positions, causal, no cache: (draft logits, next state)."""
+        return self.step(input_ids, self.fuse(target_features))
+
+    # -- vocabulary mapping --------------------------------------------------------------------
+    def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids + self.d2t[draft_ids]
+
+    def target_logits(self, draft_logits: torch.Tensor) -> torch.Tensor:
+        """Scatter draft logits (.., Vd) into the target vocabulary (.., V), -inf elsewhere (vLLM)."""
+        out = draft_logits.new_full((*draft_logits.shape[:-1], self.config.vocab_size), float("-inf"))
+        idx = torch.arange(self.config.draft_vocab_size, device=draft_logits.device) + self.d2t
+        out[..., idx] = draft_logits
+        return out
+
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
+        c = self.config
+        p = self.fc.weight
+        return KVCache(1, batch_size, max_len, c.num_key_value_heads, c.head_dim, p.device, p.dtype)
