@@ -173,15 +173,24 @@ class Eagle3Drafter(nn.Module):
         """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
         of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state)."""
         T = input_ids.shape[1]
-        pos = torch.arange(start, start + T, device=input_ids.device, dtype=torch.float32)
-        freqs = pos[:, None] * self.inv_freq[None, :]                 # (T, hd/2)
-        emb = torch.cat([freqs, freqs], dim=-1)
-        cos, sin = emb.cos().to(g.dtype), emb.sin().to(g.dtype)         # (T, hd)
+        cos, sin = self._rope(start + T, g)
+        cos, sin = cos[start:start + T], sin[start:start + T]           # (T, hd)
         e = self.embed_tokens(input_ids)                                 # (B, T, H)
         h = self.midlayer(e, g, cos, sin, cache, start)                  # (B, T, H) pre-norm
         hn = self.norm(h)
         logits = self.lm_head(hn)                                        # (B, T, Vd)
         return logits, (hn if self.config.norm_output else h)
+
+    def _rope(self, n: int, like: torch.Tensor):
+        """cos/sin tables for positions 0..n-1, grown on demand and kept (no per-step rebuild)."""
+        tab = getattr(self, "_rope_tab", None)
+        if tab is None or tab[0].shape[0] < n or tab[0].dtype != like.dtype or tab[0].device != like.device:
+            m = max(n, 2 * (tab[0].shape[0] if tab is not None else 256))
+            freqs = torch.arange(m, device=like.device, dtype=torch.float32)[:, None] * \
+                self.inv_freq.to(like.device)[None, :]                  # (m, hd/2)
+            emb = torch.cat([freqs, freqs], dim=-1)
+            tab = self._rope_tab = (emb.cos().to(like.dtype), emb.sin().to(like.dtype))
+        return tab
 
     def forward(self, input_ids, target_features):
         """First draft step over all positions, causal, no cache: (draft logits, next state)."""

@@ -64,6 +64,19 @@ def generate_data(model, train_ids: torch.Tensor, c: DrafterTrainConfig, g: torc
     return torch.cat(seqs)[: c.gen_sequences]
 
 
+@torch.no_grad()
+def precompute_target(target, data: torch.Tensor, layer_ids, T: int, batch: int = 16):
+    """Fused aux features (N, T, n*H) of tokens 0..T-1 and the final post-norm states (N, S, H),
+    from which the target's logits are one matmul away."""
+    feats, finals = [], []
+    for i in tqdm(range(0, len(data), batch), desc="target features"):
+        with capture(target, layer_ids) as states:
+            out = target(data[i:i + batch], output_hidden_states=True)
+        feats.append(states.fused()[:, :T].clone())
+        finals.append(out.hidden_states[-1].clone())
+    return torch.cat(feats), torch.cat(finals)
+
+
 # -- (2) vocabulary mapping ------------------------------------------------------------------------
 def build_vocab_map(token_ids: torch.Tensor, vocab_size: int, draft_vocab_size: int):
     """Top-Vd ids by frequency (ties by lower id, zero-count ids padded), sorted ascending.
@@ -181,8 +194,9 @@ def train_drafter(c: DrafterTrainConfig) -> dict:
     params = [p for p in drafter.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=c.lr, betas=(0.9, 0.95), weight_decay=0.0)
 
-    # 3. TTT
+    # 3. TTT, on target features and final (post-norm) states computed once for all sequences
     T = data.shape[1] - c.ttt_steps - 1
+    feats_all, final_all = precompute_target(target, data, layer_ids, T)
     bar = tqdm(range(c.train_steps), desc="train drafter (TTT)")
     acc_ema = None
     drafter.train()
@@ -190,10 +204,10 @@ def train_drafter(c: DrafterTrainConfig) -> dict:
         lr = c.lr * min(1.0, (step + 1) / c.warmup) * 0.5 * (1 + math.cos(math.pi * step / c.train_steps))
         for grp in opt.param_groups:
             grp["lr"] = lr
-        batch = data[torch.randint(0, len(data), (c.batch_size,), generator=g)]
-        with torch.no_grad(), capture(target, layer_ids) as states:
-            target_logits = target(batch).logits                     # (B, T+steps+1, V)
-        feats = states.fused()[:, :T]
+        idx = torch.randint(0, len(data), (c.batch_size,), generator=g)
+        batch, feats = data[idx], feats_all[idx]
+        with torch.no_grad():
+            target_logits = target.lm_head(final_all[idx])            # (B, T+steps+1, V)
         outs = ttt_forward(drafter, batch, feats, c.ttt_steps)
         loss, accs = ttt_loss(outs, target_logits, drafter.t2d, T)
         opt.zero_grad(set_to_none=True)

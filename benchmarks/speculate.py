@@ -1,0 +1,62 @@
+"""Speculative decoding speed on the shipped pair (or yours), measured side by side in one run.
+
+Prints, per depth k: tau, speedup over our target-only loop, the cost-model prediction
+tau*t1 / (t_verify + k*t_draft), their ratio (loop efficiency), and speedup over HF `generate`.
+
+    python benchmarks/speculate.py [--target PATH] [--drafter PATH] [--prompts N] [--max-new-tokens N]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+
+import torch
+
+from eagle_nb.bench import decode_comparison, step_costs
+from eagle_nb.session import Pair, shipped_prompts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--target", default=None)
+    ap.add_argument("--drafter", default=None)
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--ks", default="1,2,3,4,5,6,7,8")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--threads", type=int, default=None)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    ks = [int(k) for k in a.ks.split(",")]
+    pair = Pair(a.target, a.drafter, device=a.device)
+    prompts = shipped_prompts(a.prompts)
+    print(f"machine: {platform.machine()} {platform.processor()}, torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}, device {pair.device}")
+    print(f"target {pair.target_path or 'shipped'}, drafter {pair.drafter_path}; {len(prompts)} prompts "
+          f"x {a.max_new_tokens} new tokens, greedy, median of {a.reps} interleaved reps")
+
+    costs = step_costs(pair, pair.encode(prompts[0]), ks)
+    res = decode_comparison(pair, prompts, ks, a.max_new_tokens, reps=a.reps)
+    ref = res["target_loop"]
+    hf = res["hf_generate"]
+    same_hf = hf["outputs"] == ref["outputs"]
+    print(f"t1 {costs['t1'] * 1e3:.2f} ms   t_draft {costs['t_draft'] * 1e3:.2f} ms   "
+          + "   ".join(f"t_verify(k={k}) {costs[f't_verify_{k}'] * 1e3:.2f} ms" for k in ks))
+    print(f"HF generate: {hf['tokens'] / hf['seconds']:.1f} tok/s   our target-only loop: "
+          f"{ref['tokens'] / ref['seconds']:.1f} tok/s   (identical outputs: {same_hf})")
+    print(f"{'k':>2} {'tau':>6} {'tok/s':>7} {'speedup':>8} {'predicted':>9} {'efficiency':>10} "
+          f"{'vs HF gen':>9} {'lossless':>8}")
+    for k in ks:
+        r = res[f"spec_k{k}"]
+        speed = (r["tokens"] / r["seconds"]) / (ref["tokens"] / ref["seconds"])
+        predicted = r["tau"] * costs["t1"] / (costs[f"t_verify_{k}"] + k * costs["t_draft"])
+        vs_hf = (r["tokens"] / r["seconds"]) / (hf["tokens"] / hf["seconds"])
+        print(f"{k:>2} {r['tau']:>6.2f} {r['tokens'] / r['seconds']:>7.1f} {speed:>7.2f}x "
+              f"{predicted:>8.2f}x {speed / predicted:>10.2f} {vs_hf:>8.2f}x "
+              f"{str(r['outputs'] == ref['outputs']):>8}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+"""Figures and display tables built from result objects: what the notebooks, widgets and reports show.
+
+Every function takes result objects (`RunResult`, `AcceptanceMetrics`, `CapturedStates`,
+`validate.Report`, tensors) and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
+Figures are built on `Figure` directly, never through pyplot: nothing is drawn globally, nothing is
+displayed, so every function runs headless and its figure can be embedded (`figure_to_png`).
+
+Published reference numbers (reference/anchors.md §1.4) live here as constants, with their source,
+so every plot of measured acceptance can draw them beside the measurement.
+
+Knows nothing about widgets or reports and runs no model.
+"""
+from __future__ import annotations
+
+import base64
+import io
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .capture import CONVENTIONS, from_hf, norm_profile
+
+# -- published reference curves (reference/anchors.md §1.4) ---------------------------------------
+# vLLM chain drafts, mean acceptance length (tau, bonus included) vs K; vllm-project/vllm#20780.
+REFERENCE_TAU_VS_K = {
+    "vLLM EAGLE-3 chain, Llama-3.1-8B, MT-bench, T=0":
+        {2: 2.36, 3: 2.79, 4: 3.08, 5: 3.32, 6: 3.46, 7: 3.54},
+    "vLLM EAGLE-1 chain, Llama-3.1-8B, MT-bench, T=0":
+        {2: 2.10, 3: 2.29, 4: 2.39, 5: 2.43, 6: 2.45, 7: 2.47},
+}
+# EAGLE-1 paper (arXiv 2401.15077) Table 2: conditional n-alpha of chain drafts, MT-bench.
+REFERENCE_N_ALPHA = {
+    "EAGLE-1 Vicuna 7B, T=0": [0.79, 0.74, 0.72, 0.73, 0.67],
+    "EAGLE-1 Vicuna 7B, T=1": [0.71, 0.68, 0.66, 0.66, 0.65],
+}
+REFERENCE_SOURCES = ("tau vs K: vLLM issue #20780 (Llama-3.1-8B, MT-bench, chain); "
+                     "n-alpha: EAGLE-1 paper Table 2 (Vicuna 7B, MT-bench, chain)")
+
+ACCEPT_COLOR, REJECT_COLOR, UNREACHED_COLOR, BONUS_COLOR = "#4caf50", "#e53935", "#e0e0e0", "#64b5f6"
+
+
+# -- small helpers ---------------------------------------------------------------------------------
+def _metrics(x):
+    """AcceptanceMetrics of a RunResult, or the AcceptanceMetrics itself."""
+    return getattr(x, "metrics", x)
+
+
+def _axes(ax, ncols: int = 1, size=(5.0, 3.2)):
+    """(figure, list of axes): the caller's axis, or a new constrained-layout figure."""
+    if ax is not None:
+        return ax.figure, [ax]
+    fig = Figure(figsize=(size[0] * ncols, size[1]), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def _text(s: str, width: int = 10) -> str:
+    """A token for display: escapes visible, `$` escaped so matplotlib does not read mathtext."""
+    s = repr(s)[1:-1]
+    s = s if len(s) <= width else s[:width - 1] + "…"
+    return s.replace("$", r"\$")
+
+
+def _label(name: str, m) -> str:
+    return f"{name} (τ={m.accept_length:.2f})".replace("$", r"\$")
+
+
+def _fmt_list(xs, nd: int = 3) -> str:
+    return ", ".join("–" if x is None else f"{x:.{nd}f}" for x in xs)
+
+
+def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
+    """PNG bytes of a figure (Agg canvas; no pyplot, no display)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def figure_to_data_uri(fig: Figure, dpi: int = 80) -> str:
+    """`data:image/png;base64,...`, for self-contained HTML."""
+    return "data:image/png;base64," + base64.b64encode(figure_to_png(fig, dpi)).decode("ascii")
+
+
+# -- hidden states (notebook 02) ------------------------------------------------------------------
+def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
+    """Mean and max per-token L2 norm of each captured layer (HF ids), EAGLE-3 layers highlighted.
+    `states`: CapturedStates. The norm grows through the residual stream; the captured low/mid/high
+    layers sit at very different scales, which is why `fc` (not a plain sum) fuses them."""
+    fig, (ax,) = _axes(ax, size=(7.0, 3.4))
+    prof = norm_profile(states)
+    ids = [k for k, _ in prof]
+    means = [v for _, v in prof]
+    maxes = [float(states[k].float().norm(dim=-1).max()) for k in ids]
+    colors = ["#ff9800" if k in set(highlight) else "#90a4ae" for k in ids]
+    ax.bar(ids, means, color=colors, label="mean per-token norm")
+    ax.plot(ids, maxes, "k.", label="max per-token norm")
+    for k, v in zip(ids, means):
+        if k in set(highlight):
+            ax.annotate(f"EAGLE-3\nid {k}", (k, v), ha="center", va="bottom", fontsize=7)
+    if means and min(means) > 0 and max(maxes) / min(means) > 50:
+        ax.set_yscale("log")
+    ax.set_xticks(ids)
+    ax.set_xlabel(f"HF hidden_states id (k = input of layer k; {states.num_layers} = last layer "
+                  f"output, pre-norm)")
+    ax.set_ylabel("L2 norm")
+    ax.set_title(f"Residual stream norm per layer: {states.model_class}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def layer_id_table(layer_ids, num_layers: int | None = None) -> pd.DataFrame:
+    """The captured layers (HF ids) written in every id convention, one row per convention."""
+    names = ["low", "mid", "high"] if len(layer_ids) == 3 else [f"aux{i}" for i in range(len(layer_ids))]
+    meaning = {0: "input of decoder layer k (= HF hidden_states[k])", 1: "output of decoder layer k"}
+    rows = []
+    for conv, off in CONVENTIONS.items():
+        row = {"convention": conv, **dict(zip(names, from_hf(layer_ids, conv))),
+               "id k means": meaning[off]}
+        rows.append(row)
+    df = pd.DataFrame(rows).set_index("convention")
+    if num_layers is not None:
+        df.attrs["num_layers"] = num_layers
+    return df
+
+
+# -- checkpoints and vocabulary map (notebook 01) -------------------------------------------------
+def config_table(reports: dict) -> pd.DataFrame:
+    """Validation reports (`validate.Report`) side by side: one column per checkpoint."""
+    cols = {}
+    for name, rep in reports.items():
+        d = rep.as_dict()
+        d["problems"] = "; ".join(d["problems"]) or "none"
+        d["warnings"] = "; ".join(d["warnings"]) or "none"
+        d["missing"], d["unexpected"] = len(d["missing"]), len(d["unexpected"])
+        cols[name] = {k: (str(v) if isinstance(v, (list, dict, tuple)) else v) for k, v in d.items()}
+    return pd.DataFrame(cols)
+
+
+def key_names_table(paths: dict) -> pd.DataFrame:
+    """Weight names per checkpoint format side by side, aligned on eagle_nb's own name.
+    `paths`: {label: checkpoint dir}. A dash marks a tensor the checkpoint does not hold."""
+    from .checkpoints import detect_format, read_config, read_weights, rename
+    table: dict[str, dict[str, str]] = {}
+    shapes: dict[str, str] = {}
+    for label, path in paths.items():
+        fmt = detect_format(read_config(path))
+        raw, _ = read_weights(path)
+        for key, t in raw.items():
+            renamed, unexpected = rename({key: t}, fmt)
+            ours = next(iter(renamed), None) or (f"(dropped) {key}" if not unexpected else f"(?) {key}")
+            table.setdefault(ours, {})[f"{label} [{fmt}]"] = key
+            shapes.setdefault(ours, "×".join(map(str, t.shape)))
+    df = pd.DataFrame.from_dict(table, orient="index").fillna("—")
+    df.insert(0, "shape", pd.Series(shapes))
+    df.index.name = "eagle_nb name"
+    return df.sort_index()
+
+
+def d2t_table(drafter, tokenizer=None, n: int = 8) -> pd.DataFrame:
+    """A few draft ids spread over the draft vocabulary: offset, target id = draft id + offset,
+    the token, and whether t2d marks that target id."""
+    import torch
+    d2t, t2d = drafter.d2t.cpu(), drafter.t2d.cpu()
+    ids = torch.linspace(0, d2t.numel() - 1, n).round().long().unique()
+    rows = []
+    for i in ids.tolist():
+        tid = i + int(d2t[i])
+        rows.append({"draft id": i, "d2t[i] (offset)": int(d2t[i]), "target id = i + d2t[i]": tid,
+                     "token": tokenizer.decode([tid]) if tokenizer is not None else "",
+                     "t2d[target id]": bool(t2d[tid]) if 0 <= tid < t2d.numel() else "out of range",
+                     "wrong reading d2t[i] as id": int(d2t[i])})
+    return pd.DataFrame(rows)
+
+
+def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = None) -> Figure:
+    """Left: the offsets d2t[i] against draft id i. Right: the target id each draft id maps to,
+    i + d2t[i] (correct), against d2t[i] read as an absolute id (the fault) and the identity."""
+    import torch
+    d = torch.as_tensor(d2t).long().cpu()
+    i = torch.arange(d.numel())
+    fig, (a, b) = _axes(None, ncols=2, size=(4.6, 3.2))
+    a.plot(i, d, ".", ms=2, color="#1e88e5")
+    a.set_xlabel("draft id i")
+    a.set_ylabel("d2t[i]")
+    a.set_title("d2t holds offsets" + (f" — verdict: {verdict}" if verdict else ""), fontsize=9)
+    b.plot(i, i + d, ".", ms=2, color=ACCEPT_COLOR, label="target id = i + d2t[i] (correct)")
+    b.plot(i, d, ".", ms=2, color=REJECT_COLOR, label="d2t[i] as absolute id (fault)")
+    b.plot(i, i, "--", lw=1, color="gray", label="identity (d2t all zero)")
+    if vocab_size:
+        b.axhline(vocab_size, color="k", lw=0.8, ls=":", label=f"target vocab V={vocab_size}")
+    b.set_xlabel("draft id i")
+    b.set_ylabel("target id")
+    b.set_title("where each draft id lands in the target vocabulary", fontsize=9)
+    b.legend(fontsize=7, markerscale=4)
+    return fig
+
+
+# -- acceptance (notebooks 01, 03, 04) -------------------------------------------------------------
+def metrics_table(results: dict) -> pd.DataFrame:
+    """Every acceptance metric, as each engine or paper defines it, one column per setting.
+    `results`: {name: RunResult or AcceptanceMetrics}."""
+    from .metrics import sglang_log_line
+    cols = {}
+    for name, r in results.items():
+        m = _metrics(r)
+        col = {
+            "tau: accept length (1 + accepted/steps)": round(m.accept_length, 3),
+            "verify steps": m.verify_steps, "accepted / drafted": f"{m.accepted} / {m.drafted}",
+            "mean accepted (gpt-fast, tau-1)": round(m.mean_accepted, 3),
+            "vLLM per-position acceptance (unconditional)": _fmt_list(m.per_position_acceptance),
+            "vLLM avg draft acceptance rate": f"{100 * m.draft_acceptance_rate:.1f}%",
+            "EAGLE n-alpha (conditional)": _fmt_list(m.conditional_alpha),
+            "accepted-count histogram m=0..k": _fmt_list(m.accept_histogram, 2),
+            "SGLang accept len": round(m.sglang_accept_len, 3),
+            "SGLang accept rate = len/(k+1) (PR #13212)": round(m.sglang_accept_rate_by_draft_tokens, 3),
+            "SGLang accept rate = accepted/drafted (PR #23530)": round(m.sglang_accept_rate_by_drafts, 3),
+            "SGLang log line": sglang_log_line(m),
+        }
+        if hasattr(r, "summary"):
+            s = r.summary()
+            col["tokens/s (this machine)"] = None if s["tokens_per_s"] is None else round(s["tokens_per_s"], 1)
+            if s["matches_target_greedy"] is not None:
+                col["output == target greedy"] = s["matches_target_greedy"]
+        cols[name] = col
+    return pd.DataFrame(cols)
+
+
+def log_lines(results: dict) -> pd.DataFrame:
+    """The decode log lines SGLang (both accept-rate formulas) and vLLM would print per setting."""
+    from .metrics import sglang_log_line, vllm_log_line
+    rows = []
+    for name, r in results.items():
+        m = _metrics(r)
+        rows.append({"setting": name, "SGLang (len/(k+1))": sglang_log_line(m, "by_draft_tokens"),
+                     "SGLang (accepted/drafted)": sglang_log_line(m, "by_drafts"),
+                     "vLLM": vllm_log_line(m)})
+    return pd.DataFrame(rows).set_index("setting")
+
+
+def plot_acceptance(results: dict, title: str | None = None) -> Figure:
+    """Several settings side by side: unconditional per-position acceptance (vLLM), conditional
+    n-alpha (EAGLE), and the accepted-count histogram (gpt-fast / SGLang). `results`:
+    {name: RunResult or AcceptanceMetrics}; depths may differ between settings."""
+    fig, (a, b, c) = _axes(None, ncols=3, size=(4.0, 3.2))
+    n = max(len(results), 1)
+    width = 0.8 / n
+    for j, (name, r) in enumerate(results.items()):
+        m = _metrics(r)
+        pos = [i + 1 + (j - (n - 1) / 2) * width for i in range(m.depth)]
+        a.bar(pos, m.per_position_acceptance, width=width, label=_label(name, m))
+        alpha = [(i + 1, x) for i, x in enumerate(m.conditional_alpha) if x is not None]
+        b.plot([p for p, _ in alpha], [x for _, x in alpha], "o-", label=_label(name, m))
+        hist_pos = [i + (j - (n - 1) / 2) * width for i in range(m.depth + 1)]
+        c.bar(hist_pos, m.accept_histogram, width=width, label=_label(name, m))
+    a.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
+          title="per-position acceptance (vLLM)")
+    b.set(xlabel="draft position n+1", ylabel="P(accept | all before accepted)", ylim=(0, 1.05),
+          title="conditional n-alpha (EAGLE)")
+    c.set(xlabel="drafts accepted in a verify step", ylabel="fraction of steps", ylim=(0, 1.05),
+          title="accepted-count histogram")
+    for ax in (a, b, c):
+        ax.title.set_fontsize(9)
+    a.legend(fontsize=7)
+    if title:
+        fig.suptitle(title.replace("$", r"\$"), fontsize=10)
+    return fig
+
+
+def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
+                      title: str | None = None) -> Figure:
+    """Measured tau against draft depth k, with the published chain curves and the bound k+1.
+    `curves`: {name: {k: RunResult | AcceptanceMetrics | tau}}. With `alpha`, a second panel shows
+    conditional n-alpha at each curve's largest k beside the EAGLE-1 Table 2 values."""
+    fig, axes = _axes(None, ncols=2 if alpha else 1, size=(5.2, 3.6))
+    a = axes[0]
+    ks_all = sorted({k for c in curves.values() for k in c})
+    for name, c in curves.items():
+        ks = sorted(c)
+        taus = [c[k] if isinstance(c[k], (int, float)) else _metrics(c[k]).accept_length for k in ks]
+        a.plot(ks, taus, "o-", label=name.replace("$", r"\$"))
+    if ks_all:
+        a.plot(ks_all, [k + 1 for k in ks_all], ":", color="gray", label="bound k+1 (all accepted)")
+        a.axhline(1.0, color="gray", lw=0.8, ls="--")
+    if reference:
+        for name, ref in REFERENCE_TAU_VS_K.items():
+            a.plot(list(ref), list(ref.values()), "s--", ms=4, alpha=0.6, label=f"published: {name}")
+    a.set(xlabel="draft depth k (chain)", ylabel="tau = mean acceptance length",
+          title="acceptance length vs depth")
+    a.legend(fontsize=6.5)
+    if alpha:
+        b = axes[1]
+        for name, c in curves.items():
+            if not c or all(isinstance(v, (int, float)) for v in c.values()):
+                continue
+            m = _metrics(c[max(c)])
+            pts = [(i, x) for i, x in enumerate(m.conditional_alpha) if x is not None]
+            b.plot([p for p, _ in pts], [x for _, x in pts], "o-", label=f"{name} (k={m.depth})")
+        if reference:
+            for name, ref in REFERENCE_N_ALPHA.items():
+                b.plot(range(len(ref)), ref, "s--", ms=4, alpha=0.6, label=f"published: {name}")
+        b.set(xlabel="n (self-predicted features in the input)", ylabel="n-alpha (conditional)",
+              ylim=(0, 1.05), title="conditional acceptance by position")
+        b.legend(fontsize=6.5)
+    for ax in axes:
+        ax.title.set_fontsize(9)
+    fig.suptitle((title or "measured vs published (published: 8B-class targets on MT-bench; "
+                  "compare shapes, not levels)").replace("$", r"\$"), fontsize=8)
+    return fig
+
+
+# -- draft-vs-target traces ------------------------------------------------------------------------
+def _tok(tokenizer, i: int) -> str:
+    return tokenizer.decode([i]) if tokenizer is not None else str(i)
+
+
+def trace_table(result, tokenizer=None, prompt: int = 0, max_steps: int | None = 20) -> pd.DataFrame:
+    """One row per verify step of one prompt: the k drafts (✓ accepted, ✗ first rejected, · never
+    checked) and the target's token at the first rejected position (its correction) or after the
+    last draft (the bonus)."""
+    st = result.stats[prompt]
+    rows = []
+    for n, step in enumerate(st.steps[:max_steps]):
+        a = step.accepted
+        marks = []
+        for i, t in enumerate(step.draft_tokens):
+            flag = "✓" if i < a else ("✗" if i == a else "·")
+            marks.append(f"{flag}{_tok(tokenizer, t)!r}")
+        kind = "correction" if a < len(step.draft_tokens) else "bonus"
+        rows.append({"step": n, "accepted": a, "drafts": "  ".join(marks),
+                     "target token": f"{_tok(tokenizer, step.target_tokens[a])!r} ({kind})"})
+    return pd.DataFrame(rows).set_index("step")
+
+
+def plot_trace(result, tokenizer=None, prompt: int = 0, max_steps: int = 16) -> Figure:
+    """Draft-vs-target grid for one prompt: a row per verify step, a column per draft position.
+    Green = accepted, red = first rejection (the target's token underneath), grey = never checked,
+    blue column = the target's bonus or correction token."""
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+    st = result.stats[prompt]
+    steps = st.steps[:max_steps]
+    k = st.depth
+    grid = np.zeros((max(len(steps), 1), k + 1))
+    fig, (ax,) = _axes(None, size=(min(1.1 * (k + 1) + 1.5, 14), 0.32 * len(steps) + 1.2))
+    for r, s in enumerate(steps):
+        for c in range(k):
+            grid[r, c] = 1 if c < s.accepted else (2 if c == s.accepted else 0)
+            label = _text(_tok(tokenizer, s.draft_tokens[c]))
+            if c == s.accepted:
+                label += "\n→" + _text(_tok(tokenizer, s.target_tokens[c]))
+            ax.text(c, r, label, ha="center", va="center", fontsize=6)
+        grid[r, k] = 3
+        ax.text(k, r, _text(_tok(tokenizer, s.target_tokens[s.accepted])), ha="center",
+                va="center", fontsize=6)
+    cmap = ListedColormap([UNREACHED_COLOR, ACCEPT_COLOR, REJECT_COLOR, BONUS_COLOR])
+    ax.imshow(grid, cmap=cmap, vmin=0, vmax=3, aspect="auto")
+    ax.set_xticks(range(k + 1), [f"d{i + 1}" for i in range(k)] + ["target"])
+    ax.set_yticks(range(len(steps)))
+    ax.set_ylabel("verify step")
+    ax.set_title(f"draft vs target, prompt {prompt}: {sum(s.accepted for s in steps)} of "
+                 f"{k * len(steps)} drafts accepted in {len(steps)} steps", fontsize=9)
+    return fig
