@@ -146,7 +146,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     rep = Report(str(path))
     raw_cfg = read_config(path)
     rep.format = detect_format(raw_cfg)
-    rep.config = cfg = config_from_dict(raw_cfg, rep.format, str(path / "config.json"))
+    try:
+        rep.config = cfg = config_from_dict(raw_cfg, rep.format, str(path / "config.json"))
+    except (ConfigError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path / 'config.json'}: {e}") from None
     raw, wfile = read_weights(path)
     rep.notes["weights_file"] = wfile.name
     state, rep.unexpected = rename(raw, rep.format)
