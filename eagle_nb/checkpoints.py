@@ -131,6 +131,16 @@ def rename(state: dict, fmt: str) -> tuple[dict, list[str]]:
     return out, unexpected
 
 
+def _origin_names(raw: dict, fmt: str) -> dict:
+    """our key -> checkpoint key, for error messages."""
+    out = {}
+    for k, v in raw.items():
+        mapped, _ = rename({k: v}, fmt)
+        if mapped:
+            out[next(iter(mapped))] = k
+    return out
+
+
 def expected_shapes(cfg: DrafterConfig) -> dict:
     with torch.device("meta"):
         model = Eagle3Drafter(cfg)
@@ -154,6 +164,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     rep.notes["weights_file"] = wfile.name
     state, rep.unexpected = rename(raw, rep.format)
     shapes = expected_shapes(cfg)
+    origin = _origin_names(raw, rep.format)
+    for k in [k for k in state if k not in shapes]:   # e.g. q_norm under `midlayer.`: no such param
+        rep.unexpected.append(origin.get(k, k))
+        del state[k]
     rep.missing = [k for k in shapes if k not in state and k not in OPTIONAL]
     if rep.missing or rep.unexpected:
         hint = ""

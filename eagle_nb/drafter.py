@@ -184,13 +184,14 @@ class Eagle3Drafter(nn.Module):
     def _rope(self, n: int, like: torch.Tensor):
         """cos/sin tables for positions 0..n-1, grown on demand and kept (no per-step rebuild)."""
         tab = getattr(self, "_rope_tab", None)
-        if tab is None or tab[0].shape[0] < n or tab[0].dtype != like.dtype or tab[0].device != like.device:
+        if (tab is None or tab[2] is not self.inv_freq or tab[0].shape[0] < n
+                or tab[0].dtype != like.dtype or tab[0].device != like.device):
             m = max(n, 2 * (tab[0].shape[0] if tab is not None else 256))
             freqs = torch.arange(m, device=like.device, dtype=torch.float32)[:, None] * \
                 self.inv_freq.to(like.device)[None, :]                  # (m, hd/2)
             emb = torch.cat([freqs, freqs], dim=-1)
-            tab = self._rope_tab = (emb.cos().to(like.dtype), emb.sin().to(like.dtype))
-        return tab
+            tab = self._rope_tab = (emb.cos().to(like.dtype), emb.sin().to(like.dtype), self.inv_freq)
+        return tab[0], tab[1]
 
     def forward(self, input_ids, target_features):
         """First draft step over all positions, causal, no cache: (draft logits, next state)."""
