@@ -115,7 +115,7 @@ def accept_sample(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
     for i in range(k):
         x = int(draft_tokens[i])
         r = torch.rand((), generator=generator, device=p.device)
-        if r * q[i, x] <= p[i, x]:          # r < p/q without dividing by zero
+        if r * q[i, x] < p[i, x]:           # r < p/q without dividing by zero
             continue
         resid = (p[i] - q[i]).clamp(min=0)
         total = resid.sum()
