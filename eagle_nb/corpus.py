@@ -94,8 +94,8 @@ def encode_files(tokenizer, files: list[tuple[str, str]]) -> list[int]:
 
 
 def make_prompts(files: list[tuple[str, str]], n: int, max_chars: int = 240) -> list[dict]:
-    """Evaluation prompts from held-out files: the text up to and including a `def` line with
-    its docstring start, cut at a line boundary. Deterministic: the first `def` of each file in order."""
+    """Evaluation prompts from held-out files: up to six lines of context and a `def` line, cut
+    before its newline. Deterministic: the first suitable `def` of each file, in file order."""
     prompts = []
     for rel, text in files:
         lines = text.splitlines(keepends=True)
@@ -103,7 +103,9 @@ def make_prompts(files: list[tuple[str, str]], n: int, max_chars: int = 240) -> 
             s = line.lstrip()
             if s.startswith("def ") and line.rstrip().endswith(":") and i >= 2:
                 start = max(0, i - 6)
-                chunk = "".join(lines[start:i + 1])
+                # NOTE: no trailing newline: BPE merges "\n" with the next line's indentation,
+                # so a prompt ending in a bare "\n" is a token boundary the model rarely saw.
+                chunk = "".join(lines[start:i + 1]).rstrip("\n")
                 if len(chunk) <= max_chars and chunk.strip():
                     prompts.append({"prompt": chunk, "source": rel, "line": start + 1})
                     break
