@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .capture import from_hf, to_hf
+from .capture import eagle3_layers, from_hf, to_hf
 from .config import ConfigError, DrafterConfig, from_llama_dict
 from .drafter import Eagle3Drafter, rope_inv_freq
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
@@ -185,6 +185,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     rep.notes["has_embed_tokens"] = emb is not None
     if target_config is not None:
         check_against_target(cfg, target_config, None if emb is None else emb.shape, rep)
+    if cfg.aux_layer_ids is None:   # format A / B without ids: the EAGLE default, implicit
+        L = getattr(target_config, "num_hidden_layers", None)
+        rep.notes["aux_layer_ids_implied"] = (list(eagle3_layers(L)) if L else
+                                              "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
     rep.notes["dtype"] = str(next(v.dtype for v in state.values() if v.is_floating_point()))
     return rep, state
