@@ -65,6 +65,16 @@ def _label(name: str, m) -> str:
     return f"{name} (τ={m.accept_length:.2f})".replace("$", r"\$")
 
 
+MIN_TRIED = 5   # n-alpha points resting on fewer verify steps than this are not drawn (noise)
+
+
+def _alpha_points(m, min_tried: int = MIN_TRIED) -> list[tuple[int, float]]:
+    """(position, conditional alpha) where enough steps reached that position to estimate it.
+    Steps that reached position i (all of 0..i-1 accepted) = steps accepting >= i drafts."""
+    return [(i, a) for i, a in enumerate(m.conditional_alpha)
+            if a is not None and sum(m.accept_counts[i:]) >= min_tried]
+
+
 def _fmt_list(xs, nd: int = 3) -> str:
     return ", ".join("–" if x is None else f"{x:.{nd}f}" for x in xs)
 
@@ -126,9 +136,16 @@ def layer_id_table(layer_ids, num_layers: int | None = None) -> pd.DataFrame:
 # -- checkpoints and vocabulary map (notebook 01) -------------------------------------------------
 def config_table(reports: dict) -> pd.DataFrame:
     """Validation reports (`validate.Report`) side by side: one column per checkpoint."""
+    from .checkpoints import read_config
     cols = {}
     for name, rep in reports.items():
         d = rep.as_dict()
+        raw = read_config(rep.path)
+        nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        top = raw.get("eagle_aux_hidden_state_layer_ids")
+        d["layer ids as written"] = (f"eagle_config: {nested} (output-of-layer)" if nested is not None
+                                     else f"top level: {top} (HF ids)" if top is not None
+                                     else "not written (EAGLE default 2, L//2, L-3)")
         d["problems"] = "; ".join(d["problems"]) or "none"
         d["warnings"] = "; ".join(d["warnings"]) or "none"
         d["missing"], d["unexpected"] = len(d["missing"]), len(d["unexpected"])
@@ -166,7 +183,7 @@ def d2t_table(drafter, tokenizer=None, n: int = 8) -> pd.DataFrame:
     for i in ids.tolist():
         tid = i + int(d2t[i])
         rows.append({"draft id": i, "d2t[i] (offset)": int(d2t[i]), "target id = i + d2t[i]": tid,
-                     "token": tokenizer.decode([tid]) if tokenizer is not None else "",
+                     "token": _tok(tokenizer, tid) if tokenizer is not None else "",
                      "t2d[target id]": bool(t2d[tid]) if 0 <= tid < t2d.numel() else "out of range",
                      "wrong reading d2t[i] as id": int(d2t[i])})
     return pd.DataFrame(rows)
@@ -225,6 +242,13 @@ def metrics_table(results: dict) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+def tau_table(curves: dict) -> pd.DataFrame:
+    """tau per depth (rows) and curve (columns). `curves`: {name: {k: RunResult | metrics | tau}}."""
+    return pd.DataFrame({name: {k: round(v if isinstance(v, (int, float)) else _metrics(v).accept_length, 3)
+                                for k, v in sorted(c.items())} for name, c in curves.items()}
+                        ).rename_axis("depth k")
+
+
 def log_lines(results: dict) -> pd.DataFrame:
     """The decode log lines SGLang (both accept-rate formulas) and vLLM would print per setting."""
     from .metrics import sglang_log_line, vllm_log_line
@@ -248,14 +272,15 @@ def plot_acceptance(results: dict, title: str | None = None) -> Figure:
         m = _metrics(r)
         pos = [i + 1 + (j - (n - 1) / 2) * width for i in range(m.depth)]
         a.bar(pos, m.per_position_acceptance, width=width, label=_label(name, m))
-        alpha = [(i + 1, x) for i, x in enumerate(m.conditional_alpha) if x is not None]
-        b.plot([p for p, _ in alpha], [x for _, x in alpha], "o-", label=_label(name, m))
+        alpha = _alpha_points(m)
+        b.plot([p + 1 for p, _ in alpha], [x for _, x in alpha], "o-", label=_label(name, m))
         hist_pos = [i + (j - (n - 1) / 2) * width for i in range(m.depth + 1)]
         c.bar(hist_pos, m.accept_histogram, width=width, label=_label(name, m))
     a.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
           title="per-position acceptance (vLLM)")
     b.set(xlabel="draft position n+1", ylabel="P(accept | all before accepted)", ylim=(0, 1.05),
-          title="conditional n-alpha (EAGLE)")
+          title=f"conditional n-alpha (EAGLE; positions reached ≥{MIN_TRIED}×)")
+    b.xaxis.get_major_locator().set_params(integer=True)
     c.set(xlabel="drafts accepted in a verify step", ylabel="fraction of steps", ylim=(0, 1.05),
           title="accepted-count histogram")
     for ax in (a, b, c):
@@ -267,11 +292,12 @@ def plot_acceptance(results: dict, title: str | None = None) -> Figure:
 
 
 def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
-                      title: str | None = None) -> Figure:
+                      title: str | None = None, ax=None) -> Figure:
     """Measured tau against draft depth k, with the published chain curves and the bound k+1.
     `curves`: {name: {k: RunResult | AcceptanceMetrics | tau}}. With `alpha`, a second panel shows
-    conditional n-alpha at each curve's largest k beside the EAGLE-1 Table 2 values."""
-    fig, axes = _axes(None, ncols=2 if alpha else 1, size=(5.2, 3.6))
+    conditional n-alpha at each curve's largest k beside the EAGLE-1 Table 2 values (`ax` only
+    without it)."""
+    fig, axes = _axes(None if alpha else ax, ncols=2 if alpha else 1, size=(5.2, 3.6))
     a = axes[0]
     ks_all = sorted({k for c in curves.values() for k in c})
     for name, c in curves.items():
@@ -293,24 +319,53 @@ def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
             if not c or all(isinstance(v, (int, float)) for v in c.values()):
                 continue
             m = _metrics(c[max(c)])
-            pts = [(i, x) for i, x in enumerate(m.conditional_alpha) if x is not None]
+            pts = _alpha_points(m)
             b.plot([p for p, _ in pts], [x for _, x in pts], "o-", label=f"{name} (k={m.depth})")
         if reference:
             for name, ref in REFERENCE_N_ALPHA.items():
                 b.plot(range(len(ref)), ref, "s--", ms=4, alpha=0.6, label=f"published: {name}")
         b.set(xlabel="n (self-predicted features in the input)", ylabel="n-alpha (conditional)",
-              ylim=(0, 1.05), title="conditional acceptance by position")
+              ylim=(0, 1.05), title=f"conditional acceptance by position (reached ≥{MIN_TRIED}×)")
         b.legend(fontsize=6.5)
-    for ax in axes:
-        ax.title.set_fontsize(9)
-    fig.suptitle((title or "measured vs published (published: 8B-class targets on MT-bench; "
-                  "compare shapes, not levels)").replace("$", r"\$"), fontsize=8)
+    for each in axes:
+        each.title.set_fontsize(9)
+    if ax is None:
+        fig.suptitle((title or "measured vs published (published: 8B-class targets on MT-bench; "
+                      "compare shapes, not levels)").replace("$", r"\$"), fontsize=8)
+    return fig
+
+
+def plot_per_position(results: dict, ax=None, title: str | None = None) -> Figure:
+    """Unconditional per-position acceptance (vLLM's definition) of several settings as lines."""
+    fig, (ax,) = _axes(ax, size=(4.6, 3.4))
+    for name, r in results.items():
+        m = _metrics(r)
+        ax.plot(range(1, m.depth + 1), m.per_position_acceptance, "o-", label=_label(name, m))
+    ax.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
+           title=title or "per-position acceptance (vLLM)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_depth_overview(curves: dict, at_k: dict, depth: int) -> Figure:
+    """tau vs depth (with the published curves) beside the per-position acceptance at one depth."""
+    fig = Figure(figsize=(10.4, 3.8), layout="constrained")
+    a, b = fig.subplots(1, 2)
+    plot_tau_vs_depth(curves, alpha=False, ax=a)
+    a.axvline(depth, color="k", lw=0.6, ls=":")
+    plot_per_position(at_k, ax=b, title=f"per-position acceptance at k={depth}")
     return fig
 
 
 # -- draft-vs-target traces ------------------------------------------------------------------------
 def _tok(tokenizer, i: int) -> str:
-    return tokenizer.decode([i]) if tokenizer is not None else str(i)
+    """One token as text; a byte-level piece that does not decode alone shows as its vocab entry."""
+    if tokenizer is None:
+        return str(i)
+    s = tokenizer.decode([i])
+    return tokenizer.convert_ids_to_tokens(i) if "\ufffd" in s else s
 
 
 def trace_table(result, tokenizer=None, prompt: int = 0, max_steps: int | None = 20) -> pd.DataFrame:
@@ -341,17 +396,17 @@ def plot_trace(result, tokenizer=None, prompt: int = 0, max_steps: int = 16) -> 
     steps = st.steps[:max_steps]
     k = st.depth
     grid = np.zeros((max(len(steps), 1), k + 1))
-    fig, (ax,) = _axes(None, size=(min(1.1 * (k + 1) + 1.5, 14), 0.32 * len(steps) + 1.2))
+    fig, (ax,) = _axes(None, size=(min(1.2 * (k + 1) + 1.5, 14), 0.3 * len(steps) + 1.0))
     for r, s in enumerate(steps):
         for c in range(k):
             grid[r, c] = 1 if c < s.accepted else (2 if c == s.accepted else 0)
             label = _text(_tok(tokenizer, s.draft_tokens[c]))
             if c == s.accepted:
                 label += "\n→" + _text(_tok(tokenizer, s.target_tokens[c]))
-            ax.text(c, r, label, ha="center", va="center", fontsize=6)
+            ax.text(c, r, label, ha="center", va="center", fontsize=7)
         grid[r, k] = 3
         ax.text(k, r, _text(_tok(tokenizer, s.target_tokens[s.accepted])), ha="center",
-                va="center", fontsize=6)
+                va="center", fontsize=7)
     cmap = ListedColormap([UNREACHED_COLOR, ACCEPT_COLOR, REJECT_COLOR, BONUS_COLOR])
     ax.imshow(grid, cmap=cmap, vmin=0, vmax=3, aspect="auto")
     ax.set_xticks(range(k + 1), [f"d{i + 1}" for i in range(k)] + ["target"])

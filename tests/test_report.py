@@ -1,0 +1,123 @@
+"""Tests for eagle_nb.report on small synthetic notebooks: parameters reach the notebook, recorded
+values come back, widget state and every network load are stripped from the HTML, failures are
+reported after everything is written.
+
+The two build tests start a real kernel through papermill (a few seconds each); the notebooks
+themselves are tested in test_notebooks.py.
+"""
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from eagle_nb import report
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def tiny_notebook(body: str = "record('double', 2 * x)") -> nbformat.NotebookNode:
+    params = new_code_cell("x = 1  # a parameter")
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\nGoal: double x."), params,
+                             new_code_cell("from eagle_nb.report import record"), new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+def test_coerce_and_resolve_params(tmp_path):
+    """CLI strings become Python values; *_path values that exist are made absolute (the notebooks
+    run in notebooks/, not the caller's directory)."""
+    assert [report.coerce(v) for v in ("4", "0.5", "None", "true", "[2, 4]", "auto", "data/x")] == \
+        [4, 0.5, None, True, [2, 4], "auto", "data/x"]
+    (tmp_path / "t").mkdir()
+    p = report.resolve_params({"target_path": "t", "other_path": "missing", "n_prompts": "3"}, cwd=tmp_path)
+    assert p == {"target_path": str((tmp_path / "t").resolve()), "other_path": "missing", "n_prompts": 3}
+
+
+def test_list_notebooks_by_prefix_and_errors():
+    """Default: the four shipped notebooks in order; a prefix selects one; an unknown name fails."""
+    names = [p.stem for p in report.list_notebooks()]
+    assert names == ["01_load_checkpoints", "02_hidden_state_shapes", "03_fc_bypass_ablation",
+                     "04_acceptance_vs_depth"]
+    assert [p.stem for p in report.list_notebooks(["03"])] == ["03_fc_bypass_ablation"]
+    with pytest.raises(ValueError, match="no notebook matches"):
+        report.list_notebooks(["99_nope"])
+
+
+def test_strip_widgets_keeps_html_fallbacks_only():
+    """Widget state metadata goes; a widget view with an HTML fallback keeps the fallback; a view
+    without one (a progress bar) is dropped; other outputs are untouched."""
+    nb = tiny_notebook()
+    view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
+    nb.cells[3].outputs = [
+        new_output("display_data", data={report.WIDGET_VIEW_MIME: view, "text/plain": "HBox()"}),
+        new_output("display_data", data={report.WIDGET_VIEW_MIME: view, "text/plain": "VBox()",
+                                         "text/html": "<p>snapshot</p>"}),
+        new_output("stream", name="stdout", text="hi\n")]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    report.strip_widgets(nb)
+    assert "widgets" not in nb.metadata
+    outs = nb.cells[3].outputs
+    assert len(outs) == 2 and outs[0]["data"] == {"text/plain": "VBox()", "text/html": "<p>snapshot</p>"}
+
+
+def test_remove_external_strips_loads_and_links():
+    """Off-page <script src>, <link href>, CSS @import and url() are removed or flagged; external
+    <a> links become text; page-internal anchors and data URIs stay."""
+    html = ('<script src="https://cdn.x/require.js"></script><link rel="stylesheet" href="//cdn.x/a.css">'
+            '<style>@import url("https://fonts.x/f.css");</style><a href="https://github.com/x">src</a>'
+            '<a href="#sec">here</a><img src="data:image/png;base64,AAAA">')
+    assert len(report.external_urls(html)) == 4
+    clean = report.remove_external(html)
+    assert report.external_urls(clean) == []
+    assert "src (https://github.com/x)" in clean and 'href="#sec"' in clean and "data:image/png" in clean
+
+
+def test_to_html_is_self_contained():
+    """The exported page embeds images, loads no require.js/MathJax/widget manager and has no
+    external src/href, even for a notebook that stored widget state."""
+    nb = tiny_notebook()
+    nb.cells[3].outputs = [new_output("display_data", data={"image/png": PNG, "text/plain": "fig"})]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
+    html = report.to_html(nb)
+    assert html.count("<img") == 1 and "data:image/png;base64," in html
+    assert report.external_urls(html) == []
+    for needle in ("require.js", "require.min.js", "mathjax", "MathJax.js", "html-manager", "unpkg"):
+        assert needle not in html
+
+
+def test_records_read_back_from_outputs():
+    """Values displayed by `record` are found in the executed notebook's outputs."""
+    nb = tiny_notebook()
+    nb.cells[3].outputs = [new_output("display_data", data={report.RECORD_MIME: {"a": 1}, "text/plain": "."}),
+                           new_output("display_data", data={report.RECORD_MIME: {"b": [2]}, "text/plain": "."})]
+    assert report.records(nb) == {"a": 1, "b": [2]}
+
+
+def test_build_reports_injects_params_and_writes_index(tmp_path):
+    """A notebook executes with the injected parameter, its recorded value lands in results.json,
+    and index.html links the report with its execution time."""
+    src = tmp_path / "nb" / "01_tiny.ipynb"
+    src.parent.mkdir()
+    nbformat.write(tiny_notebook(), src)
+    index = report.build_reports(tmp_path / "out", params={"x": "21"}, notebooks=[str(src)], progress=False)
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["notebooks"]["01_tiny"]["records"] == {"double": 42}
+    assert res["notebooks"]["01_tiny"]["error"] is None and res["params"] == {"x": 21}
+    page = index.read_text()
+    assert "href='01_tiny.html'" in page and "Tiny" in page and " s</td>" in page
+    html = (tmp_path / "out" / "01_tiny.html").read_text()
+    assert "recorded double = 42" in html and report.external_urls(html) == []
+
+
+def test_build_reports_failure_is_reported_after_writing(tmp_path):
+    """A failing cell raises ReportError naming the notebook, after its HTML and the index exist."""
+    src = tmp_path / "02_bad.ipynb"
+    nbformat.write(tiny_notebook("raise RuntimeError('boom')"), src)
+    with pytest.raises(report.ReportError, match="02_bad: RuntimeError: boom"):
+        report.build_reports(tmp_path / "out", notebooks=[str(src)], progress=False)
+    assert (tmp_path / "out" / "02_bad.html").exists()
+    assert "error: RuntimeError: boom" in (tmp_path / "out" / "index.html").read_text()
