@@ -34,9 +34,23 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x):
-        x32 = x.float()
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)   # one fused op
+        x32 = x.float()                  # half precision: normalise in fp32, as HF Llama does
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x32.to(x.dtype)
+
+
+def fused_weight(owner: nn.Module, linears) -> torch.Tensor:
+    """The row-concatenation of several Linear weights, so one matmul replaces several (small
+    models are overhead-bound). Cached under no_grad and rebuilt when any weight changes."""
+    if torch.is_grad_enabled():
+        return torch.cat([m.weight for m in linears])
+    key = tuple((id(m.weight), m.weight._version, m.weight.device, m.weight.dtype) for m in linears)
+    cached = owner.__dict__.get("_fused")
+    if cached is None or cached[0] != key:
+        cached = owner.__dict__["_fused"] = (key, torch.cat([m.weight for m in linears]))
+    return cached[1]
 
 
 def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
@@ -79,9 +93,12 @@ class Attention(nn.Module):
 
     def forward(self, x, cos, sin, cache: KVCache | None, start: int):
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.nh, self.hd).transpose(1, 2)    # (B, nh, T, hd)
-        k = self.k_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)   # (B, nkv, T, hd)
-        v = self.v_proj(x).view(B, T, self.nkv, self.hd).transpose(1, 2)
+        nq, nk = self.nh * self.hd, self.nkv * self.hd
+        qkv = F.linear(x, fused_weight(self, (self.q_proj, self.k_proj, self.v_proj)))
+        q, k, v = qkv.split([nq, nk, nk], dim=-1)
+        q = q.view(B, T, self.nh, self.hd).transpose(1, 2)                 # (B, nh, T, hd)
+        k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)                # (B, nkv, T, hd)
+        v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         if cache is not None:
             k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
@@ -106,7 +123,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = F.linear(x, fused_weight(self, (self.gate_proj, self.up_proj))).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class Eagle3DecoderLayer(nn.Module):

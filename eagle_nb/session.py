@@ -95,11 +95,18 @@ class Pair:
         return self.tokenizer(prompt, return_tensors="pt")["input_ids"].to(self.device)
 
     def run(self, prompts, depth: int = 4, max_new_tokens: int = 64, temperature: float = 0.0,
-            seed: int = 0, ablations=(), check_reference: bool = False, progress: bool = True) -> RunResult:
-        key = (tuple(prompts), depth, max_new_tokens, temperature, seed, tuple(ablations), check_reference)
+            seed: int = 0, ablations=(), check_reference: bool = False, progress: bool = True,
+            layer_ids=None) -> RunResult:
+        """Speculate over `prompts`. `layer_ids` (HF convention) overrides the captured layers,
+        e.g. to try another convention's ids against this drafter."""
+        key = (tuple(prompts), depth, max_new_tokens, temperature, seed, tuple(ablations),
+               check_reference, tuple(layer_ids) if layer_ids is not None else None)
         if key in self._cache:
             return self._cache[key]
         s = self.setup(ablations)
+        if layer_ids is not None:
+            s.layer_ids = sorted(int(i) for i in layer_ids)
+            s.notes.append(f"captured layers overridden: HF ids {s.layer_ids}")
         eos = self.tokenizer.eos_token_id
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={depth} T={temperature} {list(ablations)}",

@@ -39,6 +39,7 @@ class DrafterTrainConfig:
     gen_prompt_len: int = 64
     gen_new_tokens: int = 192
     gen_batch: int = 64
+    greedy_fraction: float = 0.5     # share of generation batches decoded greedily (rest: T=1)
     ttt_steps: int = 5
     batch_size: int = 8
     train_steps: int = 1200
@@ -56,7 +57,8 @@ def generate_data(model, train_ids: torch.Tensor, c: DrafterTrainConfig, g: torc
     for b in tqdm(range(n_batches), desc="target writes training text"):
         starts = torch.randint(0, len(train_ids) - c.gen_prompt_len, (c.gen_batch,), generator=g)
         prompts = torch.stack([train_ids[s:s + c.gen_prompt_len] for s in starts.tolist()])
-        sample = b % 2 == 1
+        f = 1.0 - c.greedy_fraction  # spread the sampled batches evenly
+        sample = int((b + 1) * f) > int(b * f)
         out = model.generate(prompts, max_new_tokens=c.gen_new_tokens, min_new_tokens=c.gen_new_tokens,
                              do_sample=sample, temperature=1.0 if sample else None, top_k=0 if sample else None,
                              top_p=None, pad_token_id=model.config.eos_token_id)
