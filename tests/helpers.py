@@ -99,3 +99,22 @@ def cache_kwarg(model) -> str:
 def output_cache(out):
     """The returned cache of an HF forward, whichever attribute name this version uses."""
     return out["cache"] if "cache" in out else out["past_key_values"]
+
+
+# -- rendered reports in a real browser ----------------------------------------------------------
+def _chromium_mark():
+    import pytest
+
+    from eagle_nb import report
+    return pytest.mark.skipif(report.find_chromium() is None,
+                              reason="chromium not installed (Debian: apt-get install chromium)")
+
+
+needs_chromium = _chromium_mark()
+
+
+def shown_states(dom: str) -> list[str]:
+    """data-state of every precomputed switcher state the browser left visible."""
+    import re
+    return [k.replace("&amp;", "&") for k, hidden in
+            re.findall(r'class="enb-state" data-state="([^"]+)"( hidden(?:="")?)?', dom) if not hidden]

@@ -177,13 +177,7 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
 
 
 # -- the rendered report in a real browser -------------------------------------------------------------
-needs_chromium = pytest.mark.skipif(report.find_chromium() is None,
-                                    reason="chromium not installed (Debian: apt-get install chromium)")
-
-
-def shown_states(dom: str) -> list[str]:
-    return [k.replace("&amp;", "&") for k, hidden in
-            re.findall(r'class="enb-state" data-state="([^"]+)"( hidden(?:="")?)?', dom) if not hidden]
+from helpers import needs_chromium, shown_states  # noqa: E402
 
 
 @needs_chromium

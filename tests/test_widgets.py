@@ -203,14 +203,7 @@ def test_depth_switcher_states_per_temperature_and_depth():
 
 
 # -- in a real browser -----------------------------------------------------------------------------
-needs_chromium = pytest.mark.skipif(report.find_chromium() is None,
-                                    reason="chromium not installed (Debian: apt-get install chromium)")
-
-
-def shown_states(dom: str) -> list[str]:
-    """data-state of every switcher state the browser left visible."""
-    return [k.replace("&amp;", "&") for k, hidden in
-            re.findall(r'class="enb-state" data-state="([^"]+)"( hidden(?:="")?)?', dom) if not hidden]
+from helpers import needs_chromium, shown_states  # noqa: E402
 
 
 @needs_chromium
