@@ -19,10 +19,21 @@ def _sync(device) -> None:
 
 @torch.no_grad()
 def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20) -> dict:
-    """Median seconds of: target forward over 1 token (t1) and over k+1 tokens (t_verify[k]) after
-    a prefill of the prompt, and one cached drafter step (t_draft)."""
+    """Median seconds of: a plain cached target forward over 1 token (t1, as in target-only
+    decoding: no hooks), the forward over k+1 tokens with the aux capture the loop uses
+    (t_verify[k]), and one cached drafter step (t_draft)."""
     target, drafter, dev = pair.target, pair.drafter, pair.device
     out = {"t1": [], "t_draft": [], **{f"t_verify_{k}": [] for k in ks}}
+    with TargetRunner(target, None, feature_mode=None) as plain:
+        plain.model(input_ids=prompt_ids, **{plain.cache_kw: plain.cache, "use_cache": True})
+        n0 = plain.length
+        for _ in range(reps):
+            _sync(dev)
+            t0 = time.perf_counter()
+            plain.model(input_ids=prompt_ids[:, -1:], **{plain.cache_kw: plain.cache, "use_cache": True})
+            _sync(dev)
+            out["t1"].append(time.perf_counter() - t0)
+            plain.rollback(n0)
     with TargetRunner(target, pair.layer_ids) as runner:
         runner.forward(prompt_ids, keep=1)
         n = runner.length
@@ -34,7 +45,7 @@ def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20) -> dict:
         h = torch.zeros(1, 1, drafter.config.hidden_size, device=dev, dtype=drafter.fc.weight.dtype)
         tok = prompt_ids[:, -1:]
         for _ in range(reps):
-            for name, T in [("t1", 1), *[(f"t_verify_{k}", k + 1) for k in ks]]:
+            for name, T in [(f"t_verify_{k}", k + 1) for k in ks]:
                 ids = tok.repeat(1, T)
                 _sync(dev)
                 t0 = time.perf_counter()

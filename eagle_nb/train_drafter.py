@@ -33,16 +33,16 @@ class DrafterTrainConfig:
     out_eagle: str = "data/drafter_eagle"
     out_speculators: str = "data/drafter_speculators"
     seed: int = 0
-    draft_vocab_size: int = 1024
+    draft_vocab_size: int = 2048
     intermediate_size: int = 512
-    gen_sequences: int = 1536
+    gen_sequences: int = 3072
     gen_prompt_len: int = 64
     gen_new_tokens: int = 192
     gen_batch: int = 64
-    greedy_fraction: float = 0.5     # share of generation batches decoded greedily (rest: T=1)
+    greedy_fraction: float = 0.75    # share of generation batches decoded greedily (rest: T=1)
     ttt_steps: int = 5
     batch_size: int = 8
-    train_steps: int = 1200
+    train_steps: int = 1500
     lr: float = 1e-3
     warmup: int = 50
     save_dtype: str = "float16"
