@@ -106,6 +106,7 @@ def test_report_has_every_figure_and_no_external_url(built, nb):
     assert html.count("<img") >= figures
     assert report.external_urls(html) == []
     assert not re.search(r"""(src|href)\s*=\s*["']?https?://""", html)
+    assert "http://" not in html and "https://" not in html
     assert "widget-state+json" not in html and "require.js" not in html
 
 
