@@ -25,12 +25,12 @@ def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20) -> dict:
     target, drafter, dev = pair.target, pair.drafter, pair.device
     out = {"t1": [], "t_draft": [], **{f"t_verify_{k}": [] for k in ks}}
     with TargetRunner(target, None, feature_mode=None) as plain:
-        plain.model(input_ids=prompt_ids, **{plain.cache_kw: plain.cache, "use_cache": True})
+        plain.forward(prompt_ids, keep=1)
         n0 = plain.length
         for _ in range(reps):
             _sync(dev)
             t0 = time.perf_counter()
-            plain.model(input_ids=prompt_ids[:, -1:], **{plain.cache_kw: plain.cache, "use_cache": True})
+            plain.forward(prompt_ids[:, -1:])
             _sync(dev)
             out["t1"].append(time.perf_counter() - t0)
             plain.rollback(n0)

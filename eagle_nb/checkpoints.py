@@ -112,33 +112,29 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], Path]:
         raise CheckpointError(f"{f}: {kind}: {type(e).__name__}: {str(e)[:200]}") from None
 
 
-def rename(state: dict, fmt: str) -> tuple[dict, list[str]]:
-    """Apply the format's key map. Returns (renamed, unexpected keys)."""
+def rename(state: dict, fmt: str, origin: dict | None = None) -> tuple[dict, list[str]]:
+    """Apply the format's key map. Returns (renamed, unexpected keys); fills `origin` (our key ->
+    checkpoint key) when given, for error messages."""
     out, unexpected = {}, []
     table = KEY_MAPS[fmt]
     for k, v in state.items():
+        ours = None
         if k in TOP_LEVEL or re.fullmatch(r"fc_norm\.\d+\.weight", k):
-            out[k] = v
-            continue
-        for src, dst in table.items():
-            m = re.fullmatch(re.escape(src).replace(r"\{\}", "(.+)"), k)
-            if m:
-                if dst is not None:
-                    out[dst.replace("{}", m.group(1)) if m.groups() else dst] = v
-                break
+            ours = k
         else:
-            unexpected.append(k)
+            for src, dst in table.items():
+                m = re.fullmatch(re.escape(src).replace(r"\{\}", "(.+)"), k)
+                if m:
+                    if dst is not None:
+                        ours = dst.replace("{}", m.group(1)) if m.groups() else dst
+                    break
+            else:
+                unexpected.append(k)
+        if ours is not None:
+            out[ours] = v
+            if origin is not None:
+                origin[ours] = k
     return out, unexpected
-
-
-def _origin_names(raw: dict, fmt: str) -> dict:
-    """our key -> checkpoint key, for error messages."""
-    out = {}
-    for k, v in raw.items():
-        mapped, _ = rename({k: v}, fmt)
-        if mapped:
-            out[next(iter(mapped))] = k
-    return out
 
 
 def expected_shapes(cfg: DrafterConfig) -> dict:
@@ -162,9 +158,9 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         raise CheckpointError(f"{path / 'config.json'}: {e}") from None
     raw, wfile = read_weights(path)
     rep.notes["weights_file"] = wfile.name
-    state, rep.unexpected = rename(raw, rep.format)
+    origin: dict = {}
+    state, rep.unexpected = rename(raw, rep.format, origin)
     shapes = expected_shapes(cfg)
-    origin = _origin_names(raw, rep.format)
     for k in [k for k in state if k not in shapes]:   # e.g. q_norm under `midlayer.`: no such param
         rep.unexpected.append(origin.get(k, k))
         del state[k]

@@ -88,6 +88,8 @@ class TargetRunner:
         kw = {self.cache_kw: self.cache, "use_cache": True}
         if keep is not None and self.keep_kw:
             kw["logits_to_keep"] = keep
+        if self.mode is None:                      # target-only decoding: no features
+            return self.model(input_ids=ids, **kw).logits, None
         if self.mode == FEATURES_FINAL:
             out = self.model(input_ids=ids, output_hidden_states=True, **kw)
             feats = out.hidden_states[-1]          # post-norm final state, Ht wide
@@ -220,10 +222,7 @@ def greedy_reference(target, input_ids: torch.Tensor, max_new_tokens: int = 64, 
     with runner:
         ids = input_ids
         while len(out) < max_new_tokens:
-            kw = {runner.cache_kw: runner.cache, "use_cache": True}
-            if runner.keep_kw:
-                kw["logits_to_keep"] = 1
-            logits = target(input_ids=ids, **kw).logits
+            logits, _ = runner.forward(ids, keep=1)
             nxt = int(logits[0, -1].argmax())
             out.append(nxt)
             if nxt == eos_token_id:
