@@ -87,9 +87,9 @@ def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
     layers sit at very different scales, which is why `fc` (not a plain sum) fuses them."""
     fig, (ax,) = _axes(ax, size=(7.0, 3.4))
     prof = norm_profile(states)
-    ids = [k for k, _ in prof]
-    means = [v for _, v in prof]
-    maxes = [float(states[k].float().norm(dim=-1).max()) for k in ids]
+    ids = [k for k, _, _ in prof]
+    means = [v for _, v, _ in prof]
+    maxes = [v for _, _, v in prof]
     colors = ["#ff9800" if k in set(highlight) else "#90a4ae" for k in ids]
     ax.bar(ids, means, color=colors, label="mean per-token norm")
     ax.plot(ids, maxes, "k.", label="max per-token norm")
@@ -125,16 +125,14 @@ def layer_id_table(layer_ids, num_layers: int | None = None) -> pd.DataFrame:
 # -- checkpoints and vocabulary map (notebook 01) -------------------------------------------------
 def config_table(reports: dict) -> pd.DataFrame:
     """Validation reports (`validate.Report`) side by side: one column per checkpoint."""
-    from .checkpoints import read_config
     cols = {}
     for name, rep in reports.items():
         d = rep.as_dict()
-        raw = read_config(rep.path)
-        nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        top = raw.get("eagle_aux_hidden_state_layer_ids")
-        d["layer ids as written"] = (f"eagle_config: {nested} (output-of-layer)" if nested is not None
-                                     else f"top level: {top} (HF ids)" if top is not None
-                                     else "not written (EAGLE default 2, L//2, L-3)")
+        w = rep.ids_as_written
+        d["layer ids as written"] = (
+            "not written (EAGLE default 2, L//2, L-3)" if w is None
+            else f"eagle_config: {w['ids']} (output-of-layer)" if w["convention"] == "sglang-config"
+            else f"top level: {w['ids']} (HF ids)")
         d["problems"] = "; ".join(d["problems"]) or "none"
         d["warnings"] = "; ".join(d["warnings"]) or "none"
         d["missing"], d["unexpected"] = len(d["missing"]), len(d["unexpected"])
@@ -142,20 +140,18 @@ def config_table(reports: dict) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def key_names_table(paths: dict) -> pd.DataFrame:
+def key_names_table(reports: dict) -> pd.DataFrame:
     """Weight names per checkpoint format side by side, aligned on eagle_nb's own name.
-    `paths`: {label: checkpoint dir}. A dash marks a tensor the checkpoint does not hold."""
-    from .checkpoints import detect_format, read_config, read_weights, rename
+    `reports`: {label: validate.Report} (their `key_names`). A dash marks a tensor the checkpoint
+    does not hold."""
     table: dict[str, dict[str, str]] = {}
     shapes: dict[str, str] = {}
-    for label, path in paths.items():
-        fmt = detect_format(read_config(path))
-        raw, _ = read_weights(path)
-        for key, t in raw.items():
-            renamed, unexpected = rename({key: t}, fmt)
-            ours = next(iter(renamed), None) or (f"(dropped) {key}" if not unexpected else f"(?) {key}")
-            table.setdefault(ours, {})[f"{label} [{fmt}]"] = key
-            shapes.setdefault(ours, "×".join(map(str, t.shape)))
+    for label, rep in reports.items():
+        for key, (ours, shape) in rep.key_names.items():
+            if ours is None:
+                ours = f"(?) {key}" if key in rep.unexpected else f"(dropped) {key}"
+            table.setdefault(ours, {})[f"{label} [{rep.format}]"] = key
+            shapes.setdefault(ours, "×".join(map(str, shape)))
     df = pd.DataFrame.from_dict(table, orient="index").fillna("—")
     df.insert(0, "shape", pd.Series(shapes))
     df.index.name = "eagle_nb name"

@@ -171,12 +171,13 @@ def test_key_names_and_config_tables_align_formats(tmp_path):
     a = save_drafter(d, tmp_path / "a", "eagle")
     b = save_drafter(d, tmp_path / "b", "sglang")
     c = save_drafter(d, tmp_path / "c", "speculators")
-    t = plots.key_names_table({"A": a, "C": c})
+    reports = {n: inspect_checkpoint(p)[0] for n, p in {"A": a, "B": b, "C": c}.items()}
+    t = plots.key_names_table({n: reports[n] for n in ("A", "C")})
     row = t.loc["midlayer.self_attn.q_proj.weight"]
     assert row["A [eagle]"] == "midlayer.self_attn.q_proj.weight"
     assert row["C [speculators]"] == "layers.0.self_attn.q_proj.weight"
     assert t.loc["embed_tokens.weight", "A [eagle]"] == "—"
-    cfg = plots.config_table({n: inspect_checkpoint(p)[0] for n, p in {"A": a, "B": b, "C": c}.items()})
+    cfg = plots.config_table(reports)
     assert cfg.loc["format"].tolist() == ["eagle", "sglang", "speculators"]
     assert cfg.loc["layer ids as written", "B"].startswith("eagle_config: [1, 3, 4]")
     assert cfg.loc["layer ids as written", "C"].startswith("top level: [2, 4, 5]")
