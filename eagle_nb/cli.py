@@ -25,7 +25,7 @@ def _layers(spec: str, convention: str, num_layers: int) -> list[int]:
 def cmd_capture(a) -> int:
     import torch
 
-    from .capture import capture, num_decoder_layers
+    from .capture import capture, norm_profile, num_decoder_layers
     from .targets import load_target
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
@@ -37,9 +37,8 @@ def cmd_capture(a) -> int:
     out = {"num_layers": L, "hidden_size": int(states[ids[0]].shape[-1]), "layer_ids": states.layer_ids,
            "convention_input": a.convention, "layers_path": states.layers_path,
            "states": [{"layer_id": k, "name": states.key(k), "shape": list(states[k].shape),
-                       "dtype": str(states[k].dtype).replace("torch.", ""),
-                       "mean_norm": float(states[k].float().norm(dim=-1).mean())}
-                      for k in states.layer_ids],
+                       "dtype": str(states[k].dtype).replace("torch.", ""), "mean_norm": mean}
+                      for k, mean, _ in norm_profile(states)],
            "fused_shape": list(fused.shape)}
     if a.json:
         print(json.dumps(out, indent=2))
@@ -83,7 +82,7 @@ def cmd_speculate(a) -> int:
     prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
-                         ablations=a.ablate, device=a.device, check_reference=True)
+                         faults=tuple(a.ablate), device=a.device, check_reference=True)
     if a.json:
         print(json.dumps(result.summary(), indent=2))
     else:
@@ -138,7 +137,7 @@ def main(argv=None) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ablate", action="append", default=[], metavar="NAME",
-                   help="named ablation (repeatable); see `eagle_nb.ablations.ABLATIONS`")
+                   help="named fault (repeatable); see `eagle_nb.faults.FAULTS`")
     p.add_argument("--device", default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_speculate)

@@ -6,7 +6,7 @@ translate from that format's own convention. Knows nothing about weights.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 
 class ConfigError(ValueError):
@@ -104,7 +104,3 @@ class SpecConfig:
             raise ValueError(f"depth must be >= 1, got {self.depth}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-
-
-def field_names(cls) -> list[str]:
-    return [f.name for f in fields(cls)]

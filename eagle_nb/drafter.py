@@ -7,8 +7,9 @@ Facts: reference/eagle3.md §1 and §8.
 
 Two explicit input modes, never a width test: `fuse()` for target features (always applies fc and
 fails loudly on the wrong width), then `step()` on an H-wide state; later draft steps call `step()`
-with the drafter's own state. The engines' silent width check exists only as the named ablation
-`fc_policy = "engine-width-check"`.
+with the drafter's own state. The engines' silent width check exists only as a named fault, passed
+explicitly: `fuse(x, fc_policy="engine-width-check")`. The d2t table in use can be passed the same
+way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault.
 
 Knows nothing about checkpoint formats (checkpoints.py) or the speculation loop (speculate.py).
 """
@@ -24,7 +25,9 @@ from .config import ConfigError, DrafterConfig
 from .kv_cache import KVCache
 
 FC_STRICT = "strict"
-FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # ABLATION: skip fc when the input is already H wide
+FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # FAULT: skip fc when the input is already H wide
+FC_POLICIES = (FC_STRICT, FC_ENGINE_WIDTH_CHECK)
+
 
 
 class RMSNorm(nn.Module):
@@ -91,7 +94,10 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
         self.o_proj = nn.Linear(nh * hd, H, bias=False)
 
-    def forward(self, x, cos, sin, cache: KVCache | None, start: int):
+    def forward(self, x, cos, sin, cache: KVCache | None, start: int, mask=None):
+        """x (B, T, 2H) at positions start..start+T-1. `cache.update` returns every key the
+        queries may see (B, nkv, S, hd); `mask` (T, S) bool overrides the positional causal
+        mask, for key layouts that are not one sequence (training-time test, trees)."""
         B, T, _ = x.shape
         nq, nk = self.nh * self.hd, self.nkv * self.hd
         qkv = F.linear(x, fused_weight(self, (self.q_proj, self.k_proj, self.v_proj)))
@@ -103,7 +109,11 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
         S = k.shape[2]
-        if T == 1:
+        if mask is not None:
+            if tuple(mask.shape) != (T, S):
+                raise ValueError(f"attention mask is {tuple(mask.shape)}, expected (T, S) = {(T, S)}")
+            causal = False
+        elif T == 1:
             mask, causal = None, False          # one query attends to every cached key
         elif S == T:
             mask, causal = None, True
@@ -138,12 +148,12 @@ class Eagle3DecoderLayer(nn.Module):
         self.mlp = MLP(cfg)
         self.norm_before_residual = cfg.norm_before_residual
 
-    def forward(self, e, g, cos, sin, cache, start):
+    def forward(self, e, g, cos, sin, cache, start, mask=None):
         # e: (B, T, H) token embeddings; g: (B, T, H) fused target state or previous draft state
         gn = self.hidden_norm(g)
         residual = gn if self.norm_before_residual else g
         x = torch.cat([self.input_layernorm(e), gn], dim=-1)           # (B, T, 2H), embed first
-        h = residual + self.self_attn(x, cos, sin, cache, start)
+        h = residual + self.self_attn(x, cos, sin, cache, start, mask)
         return h + self.mlp(self.post_attention_layernorm(h))          # (B, T, H), pre-norm
 
 
@@ -166,13 +176,15 @@ class Eagle3Drafter(nn.Module):
                              if cfg.draft_vocab_size == cfg.vocab_size
                              else torch.zeros(cfg.vocab_size, dtype=torch.bool))
         self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
-        self.fc_policy = FC_STRICT
 
     # -- the two input modes -------------------------------------------------------------------
-    def fuse(self, target_features: torch.Tensor) -> torch.Tensor:
-        """Target features (B, T, n_aux*Ht), layers in ascending order -> fused state (B, T, H)."""
+    def fuse(self, target_features: torch.Tensor, fc_policy: str = FC_STRICT) -> torch.Tensor:
+        """Target features (B, T, n_aux*Ht), layers in ascending order -> fused state (B, T, H).
+        `fc_policy` is strict unless a named fault asks for the engines' width check."""
+        if fc_policy not in FC_POLICIES:
+            raise ValueError(f"unknown fc_policy {fc_policy!r}; known: {FC_POLICIES}")
         width, want = target_features.shape[-1], self.config.fc_in_features
-        if self.fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
+        if fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
             return target_features               # ABLATION: the engines' silent skip of fc
         if width != want:
             raise ValueError(
@@ -187,14 +199,15 @@ class Eagle3Drafter(nn.Module):
             x = self.input_norm(x)
         return self.fc(x)
 
-    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0):
+    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0, mask=None):
         """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
-        of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state)."""
+        of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state).
+        `mask` (T, S): see `Attention.forward` (only for callers that lay out keys themselves)."""
         T = input_ids.shape[1]
         cos, sin = self._rope(start + T, g)
         cos, sin = cos[start:start + T], sin[start:start + T]           # (T, hd)
         e = self.embed_tokens(input_ids)                                 # (B, T, H)
-        h = self.midlayer(e, g, cos, sin, cache, start)                  # (B, T, H) pre-norm
+        h = self.midlayer(e, g, cos, sin, cache, start, mask)            # (B, T, H) pre-norm
         hn = self.norm(h)
         logits = self.lm_head(hn)                                        # (B, T, Vd)
         return logits, (hn if self.config.norm_output else h)
@@ -216,13 +229,16 @@ class Eagle3Drafter(nn.Module):
         return self.step(input_ids, self.fuse(target_features))
 
     # -- vocabulary mapping --------------------------------------------------------------------
-    def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
-        return draft_ids + self.d2t[draft_ids]
+    # `d2t` defaults to this drafter's own table; a named fault passes the table it uses instead.
+    def draft_to_target(self, draft_ids: torch.Tensor, d2t: torch.Tensor | None = None) -> torch.Tensor:
+        d2t = self.d2t if d2t is None else d2t
+        return draft_ids + d2t[draft_ids]
 
-    def target_logits(self, draft_logits: torch.Tensor) -> torch.Tensor:
+    def target_logits(self, draft_logits: torch.Tensor, d2t: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter draft logits (.., Vd) into the target vocabulary (.., V), -inf elsewhere (vLLM)."""
+        d2t = self.d2t if d2t is None else d2t
         out = draft_logits.new_full((*draft_logits.shape[:-1], self.config.vocab_size), float("-inf"))
-        idx = torch.arange(self.config.draft_vocab_size, device=draft_logits.device) + self.d2t
+        idx = torch.arange(self.config.draft_vocab_size, device=draft_logits.device) + d2t
         out[..., idx] = draft_logits
         return out
 

@@ -1,14 +1,14 @@
-"""Figures and display tables built from result objects: what the notebooks, widgets and reports show.
+"""Figures and display tables of speculation results: what the notebooks, panels and reports show
+of acceptance (per position, vs depth, log lines) and of single draft-vs-target traces.
 
-Every function takes result objects (`RunResult`, `AcceptanceMetrics`, `CapturedStates`,
-`validate.Report`, tensors) and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
+Every function takes `RunResult`s by name or `Sweep.curves()` and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
 Figures are built on `Figure` directly, never through pyplot: nothing is drawn globally, nothing is
 displayed, so every function runs headless and its figure can be embedded (`figure_to_png`).
 
 Published reference numbers (reference/anchors.md §1.4) live here as constants, with their source,
 so every plot of measured acceptance can draw them beside the measurement.
 
-Knows nothing about widgets or reports and runs no model.
+Draws only: reads no file, runs no model, knows nothing about widgets or reports.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import io
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .capture import CONVENTIONS, from_hf, norm_profile
 
 # -- published reference curves (reference/anchors.md §1.4) ---------------------------------------
 # vLLM chain drafts, mean acceptance length (tau, bonus included) vs K; vllm-project/vllm#20780.
@@ -33,18 +32,11 @@ REFERENCE_N_ALPHA = {
     "EAGLE-1 Vicuna 7B, T=0": [0.79, 0.74, 0.72, 0.73, 0.67],
     "EAGLE-1 Vicuna 7B, T=1": [0.71, 0.68, 0.66, 0.66, 0.65],
 }
-REFERENCE_SOURCES = ("tau vs K: vLLM issue #20780 (Llama-3.1-8B, MT-bench, chain); "
-                     "n-alpha: EAGLE-1 paper Table 2 (Vicuna 7B, MT-bench, chain)")
 
 ACCEPT_COLOR, REJECT_COLOR, UNREACHED_COLOR, BONUS_COLOR = "#4caf50", "#e53935", "#e0e0e0", "#64b5f6"
 
 
 # -- small helpers ---------------------------------------------------------------------------------
-def _metrics(x):
-    """AcceptanceMetrics of a RunResult, or the AcceptanceMetrics itself."""
-    return getattr(x, "metrics", x)
-
-
 def _axes(ax, ncols: int = 1, size=(5.0, 3.2)):
     """(figure, list of axes): the caller's axis, or a new constrained-layout figure."""
     if ax is not None:
@@ -75,10 +67,6 @@ def _alpha_points(m, min_tried: int = MIN_TRIED) -> list[tuple[int, float]]:
             if a is not None and sum(m.accept_counts[i:]) >= min_tried]
 
 
-def _fmt_list(xs, nd: int = 3) -> str:
-    return ", ".join("–" if x is None else f"{x:.{nd}f}" for x in xs)
-
-
 def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
     """PNG bytes of a figure (Agg canvas; no pyplot, no display)."""
     buf = io.BytesIO()
@@ -91,162 +79,17 @@ def figure_to_data_uri(fig: Figure, dpi: int = 80) -> str:
     return "data:image/png;base64," + base64.b64encode(figure_to_png(fig, dpi)).decode("ascii")
 
 
-# -- hidden states (notebook 02) ------------------------------------------------------------------
-def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
-    """Mean and max per-token L2 norm of each captured layer (HF ids), EAGLE-3 layers highlighted.
-    `states`: CapturedStates. The norm grows through the residual stream; the captured low/mid/high
-    layers sit at very different scales, which is why `fc` (not a plain sum) fuses them."""
-    fig, (ax,) = _axes(ax, size=(7.0, 3.4))
-    prof = norm_profile(states)
-    ids = [k for k, _ in prof]
-    means = [v for _, v in prof]
-    maxes = [float(states[k].float().norm(dim=-1).max()) for k in ids]
-    colors = ["#ff9800" if k in set(highlight) else "#90a4ae" for k in ids]
-    ax.bar(ids, means, color=colors, label="mean per-token norm")
-    ax.plot(ids, maxes, "k.", label="max per-token norm")
-    for k, v in zip(ids, means):
-        if k in set(highlight):
-            ax.annotate(f"EAGLE-3\nid {k}", (k, v), ha="center", va="bottom", fontsize=7)
-    if means and min(means) > 0 and max(maxes) / min(means) > 50:
-        ax.set_yscale("log")
-    ax.set_xticks(ids)
-    ax.set_xlabel(f"HF hidden_states id (k = input of layer k; {states.num_layers} = last layer "
-                  f"output, pre-norm)")
-    ax.set_ylabel("L2 norm")
-    ax.set_title(f"Residual stream norm per layer: {states.model_class}")
-    ax.legend(fontsize=8)
-    return fig
-
-
-def layer_id_table(layer_ids, num_layers: int | None = None) -> pd.DataFrame:
-    """The captured layers (HF ids) written in every id convention, one row per convention."""
-    names = ["low", "mid", "high"] if len(layer_ids) == 3 else [f"aux{i}" for i in range(len(layer_ids))]
-    meaning = {0: "input of decoder layer k (= HF hidden_states[k])", 1: "output of decoder layer k"}
-    rows = []
-    for conv, off in CONVENTIONS.items():
-        row = {"convention": conv, **dict(zip(names, from_hf(layer_ids, conv))),
-               "id k means": meaning[off]}
-        rows.append(row)
-    df = pd.DataFrame(rows).set_index("convention")
-    if num_layers is not None:
-        df.attrs["num_layers"] = num_layers
-    return df
-
-
-# -- checkpoints and vocabulary map (notebook 01) -------------------------------------------------
-def config_table(reports: dict) -> pd.DataFrame:
-    """Validation reports (`validate.Report`) side by side: one column per checkpoint."""
-    from .checkpoints import read_config
-    cols = {}
-    for name, rep in reports.items():
-        d = rep.as_dict()
-        raw = read_config(rep.path)
-        nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        top = raw.get("eagle_aux_hidden_state_layer_ids")
-        d["layer ids as written"] = (f"eagle_config: {nested} (output-of-layer)" if nested is not None
-                                     else f"top level: {top} (HF ids)" if top is not None
-                                     else "not written (EAGLE default 2, L//2, L-3)")
-        d["problems"] = "; ".join(d["problems"]) or "none"
-        d["warnings"] = "; ".join(d["warnings"]) or "none"
-        d["missing"], d["unexpected"] = len(d["missing"]), len(d["unexpected"])
-        cols[name] = {k: (str(v) if isinstance(v, (list, dict, tuple)) else v) for k, v in d.items()}
-    return pd.DataFrame(cols)
-
-
-def key_names_table(paths: dict) -> pd.DataFrame:
-    """Weight names per checkpoint format side by side, aligned on eagle_nb's own name.
-    `paths`: {label: checkpoint dir}. A dash marks a tensor the checkpoint does not hold."""
-    from .checkpoints import detect_format, read_config, read_weights, rename
-    table: dict[str, dict[str, str]] = {}
-    shapes: dict[str, str] = {}
-    for label, path in paths.items():
-        fmt = detect_format(read_config(path))
-        raw, _ = read_weights(path)
-        for key, t in raw.items():
-            renamed, unexpected = rename({key: t}, fmt)
-            ours = next(iter(renamed), None) or (f"(dropped) {key}" if not unexpected else f"(?) {key}")
-            table.setdefault(ours, {})[f"{label} [{fmt}]"] = key
-            shapes.setdefault(ours, "×".join(map(str, t.shape)))
-    df = pd.DataFrame.from_dict(table, orient="index").fillna("—")
-    df.insert(0, "shape", pd.Series(shapes))
-    df.index.name = "eagle_nb name"
-    return df.sort_index()
-
-
-def d2t_table(drafter, tokenizer=None, n: int = 8) -> pd.DataFrame:
-    """A few draft ids spread over the draft vocabulary: offset, target id = draft id + offset,
-    the token, and whether t2d marks that target id."""
-    import torch
-    d2t, t2d = drafter.d2t.cpu(), drafter.t2d.cpu()
-    ids = torch.linspace(0, d2t.numel() - 1, n).round().long().unique()
-    rows = []
-    for i in ids.tolist():
-        tid = i + int(d2t[i])
-        rows.append({"draft id": i, "d2t[i] (offset)": int(d2t[i]), "target id = i + d2t[i]": tid,
-                     "token": _tok(tokenizer, tid) if tokenizer is not None else "",
-                     "t2d[target id]": bool(t2d[tid]) if 0 <= tid < t2d.numel() else "out of range",
-                     "wrong reading d2t[i] as id": int(d2t[i])})
-    return pd.DataFrame(rows)
-
-
-def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = None) -> Figure:
-    """Left: the offsets d2t[i] against draft id i. Right: the target id each draft id maps to,
-    i + d2t[i] (correct), against d2t[i] read as an absolute id (the fault) and the identity."""
-    import torch
-    d = torch.as_tensor(d2t).long().cpu()
-    i = torch.arange(d.numel())
-    fig, (a, b) = _axes(None, ncols=2, size=(4.6, 3.2))
-    a.plot(i, d, ".", ms=2, color="#1e88e5")
-    a.set_xlabel("draft id i")
-    a.set_ylabel("d2t[i]")
-    a.set_title("d2t holds offsets" + (f" — verdict: {verdict}" if verdict else ""), fontsize=9)
-    b.plot(i, i + d, ".", ms=2, color=ACCEPT_COLOR, label="target id = i + d2t[i] (correct)")
-    b.plot(i, d, ".", ms=2, color=REJECT_COLOR, label="d2t[i] as absolute id (fault)")
-    b.plot(i, i, "--", lw=1, color="gray", label="identity (d2t all zero)")
-    if vocab_size:
-        b.axhline(vocab_size, color="k", lw=0.8, ls=":", label=f"target vocab V={vocab_size}")
-    b.set_xlabel("draft id i")
-    b.set_ylabel("target id")
-    b.set_title("where each draft id lands in the target vocabulary", fontsize=9)
-    b.legend(fontsize=7, markerscale=4)
-    return fig
-
-
-# -- acceptance (notebooks 01, 03, 04) -------------------------------------------------------------
+# -- acceptance (notebooks 01, 03, 04): {name: RunResult} and {name: {k: RunResult}} ------------
 def metrics_table(results: dict) -> pd.DataFrame:
-    """Every acceptance metric, as each engine or paper defines it, one column per setting.
-    `results`: {name: RunResult or AcceptanceMetrics}."""
-    from .metrics import sglang_log_line
-    cols = {}
-    for name, r in results.items():
-        m = _metrics(r)
-        col = {
-            "tau: accept length (1 + accepted/steps)": round(m.accept_length, 3),
-            "verify steps": m.verify_steps, "accepted / drafted": f"{m.accepted} / {m.drafted}",
-            "mean accepted (gpt-fast, tau-1)": round(m.mean_accepted, 3),
-            "vLLM per-position acceptance (unconditional)": _fmt_list(m.per_position_acceptance),
-            "vLLM avg draft acceptance rate": f"{100 * m.draft_acceptance_rate:.1f}%",
-            "EAGLE n-alpha (conditional)": _fmt_list(m.conditional_alpha),
-            "accepted-count histogram m=0..k": _fmt_list(m.accept_histogram, 2),
-            "SGLang accept len": round(m.sglang_accept_len, 3),
-            "SGLang accept rate = len/(k+1) (PR #13212)": round(m.sglang_accept_rate_by_draft_tokens, 3),
-            "SGLang accept rate = accepted/drafted (PR #23530)": round(m.sglang_accept_rate_by_drafts, 3),
-            "SGLang log line": sglang_log_line(m),
-        }
-        if hasattr(r, "summary"):
-            s = r.summary()
-            col["tokens/s (this machine)"] = None if s["tokens_per_s"] is None else round(s["tokens_per_s"], 1)
-            if s["matches_target_greedy"] is not None:
-                col["output == target greedy"] = s["matches_target_greedy"]
-        cols[name] = col
-    return pd.DataFrame(cols)
+    """Every acceptance metric (metrics.METRICS), one column per named RunResult."""
+    from .results import metrics_frame
+    return metrics_frame(results)
 
 
 def tau_table(curves: dict) -> pd.DataFrame:
-    """tau per depth (rows) and curve (columns). `curves`: {name: {k: RunResult | metrics | tau}}."""
-    return pd.DataFrame({name: {k: round(v if isinstance(v, (int, float)) else _metrics(v).accept_length, 3)
-                                for k, v in sorted(c.items())} for name, c in curves.items()}
-                        ).rename_axis("depth k")
+    """tau per depth (rows) and curve (columns). `curves`: {name: {k: RunResult}} (Sweep.curves)."""
+    return pd.DataFrame({name: {k: round(r.metrics.accept_length, 3) for k, r in sorted(c.items())}
+                         for name, c in curves.items()}).rename_axis("depth k")
 
 
 def log_lines(results: dict) -> pd.DataFrame:
@@ -254,7 +97,7 @@ def log_lines(results: dict) -> pd.DataFrame:
     from .metrics import sglang_log_line, vllm_log_line
     rows = []
     for name, r in results.items():
-        m = _metrics(r)
+        m = r.metrics
         rows.append({"setting": name, "SGLang (len/(k+1))": sglang_log_line(m, "by_draft_tokens"),
                      "SGLang (accepted/drafted)": sglang_log_line(m, "by_drafts"),
                      "vLLM": vllm_log_line(m)})
@@ -264,12 +107,12 @@ def log_lines(results: dict) -> pd.DataFrame:
 def plot_acceptance(results: dict, title: str | None = None) -> Figure:
     """Several settings side by side: unconditional per-position acceptance (vLLM), conditional
     n-alpha (EAGLE), and the accepted-count histogram (gpt-fast / SGLang). `results`:
-    {name: RunResult or AcceptanceMetrics}; depths may differ between settings."""
+    {name: RunResult}; depths may differ between settings."""
     fig, (a, b, c) = _axes(None, ncols=3, size=(4.0, 3.2))
     n = max(len(results), 1)
     width = 0.8 / n
     for j, (name, r) in enumerate(results.items()):
-        m = _metrics(r)
+        m = r.metrics
         pos = [i + 1 + (j - (n - 1) / 2) * width for i in range(m.depth)]
         a.bar(pos, m.per_position_acceptance, width=width, label=_label(name, m))
         alpha = _alpha_points(m)
@@ -294,7 +137,7 @@ def plot_acceptance(results: dict, title: str | None = None) -> Figure:
 def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
                       title: str | None = None, ax=None) -> Figure:
     """Measured tau against draft depth k, with the published chain curves and the bound k+1.
-    `curves`: {name: {k: RunResult | AcceptanceMetrics | tau}}. With `alpha`, a second panel shows
+    `curves`: {name: {k: RunResult}} (Sweep.curves). With `alpha`, a second panel shows
     conditional n-alpha at each curve's largest k beside the EAGLE-1 Table 2 values (`ax` only
     without it)."""
     fig, axes = _axes(None if alpha else ax, ncols=2 if alpha else 1, size=(5.2, 3.6))
@@ -302,7 +145,7 @@ def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
     ks_all = sorted({k for c in curves.values() for k in c})
     for name, c in curves.items():
         ks = sorted(c)
-        taus = [c[k] if isinstance(c[k], (int, float)) else _metrics(c[k]).accept_length for k in ks]
+        taus = [c[k].metrics.accept_length for k in ks]
         a.plot(ks, taus, "o-", label=name.replace("$", r"\$"))
     if ks_all:
         a.plot(ks_all, [k + 1 for k in ks_all], ":", color="gray", label="bound k+1 (all accepted)")
@@ -316,9 +159,9 @@ def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
     if alpha:
         b = axes[1]
         for name, c in curves.items():
-            if not c or all(isinstance(v, (int, float)) for v in c.values()):
+            if not c:
                 continue
-            m = _metrics(c[max(c)])
+            m = c[max(c)].metrics
             pts = _alpha_points(m)
             b.plot([p for p, _ in pts], [x for _, x in pts], "o-", label=f"{name} (k={m.depth})")
         if reference:
@@ -339,7 +182,7 @@ def plot_per_position(results: dict, ax=None, title: str | None = None) -> Figur
     """Unconditional per-position acceptance (vLLM's definition) of several settings as lines."""
     fig, (ax,) = _axes(ax, size=(4.6, 3.4))
     for name, r in results.items():
-        m = _metrics(r)
+        m = r.metrics
         ax.plot(range(1, m.depth + 1), m.per_position_acceptance, "o-", label=_label(name, m))
     ax.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
            title=title or "per-position acceptance (vLLM)")

@@ -13,11 +13,12 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from eagle_nb import plots
+from eagle_nb import model_plots, plots
 from eagle_nb.capture import CapturedStates, capture
 from eagle_nb.checkpoints import inspect_checkpoint, save_drafter
-from eagle_nb.metrics import acceptance_metrics, from_stats, sglang_log_line
-from eagle_nb.session import RunResult
+from eagle_nb.metrics import from_stats, sglang_log_line
+from eagle_nb.results import RunResult
+from eagle_nb.setting import Setting
 from eagle_nb.speculate import SpecStats, VerifyStep
 from helpers import tiny_drafter, tiny_llama
 
@@ -30,7 +31,8 @@ def fake_result(counts, depth=4, name="x", temperature=0.0) -> RunResult:
                         target_tokens=[10 + i if i < a else 99 for i in range(depth + 1)]) for a in counts]
     st = SpecStats(depth, temperature, prompt_len=5, tokens=list(range(sum(counts) + len(counts))),
                    steps=steps, total_s=1.0)
-    return RunResult({"depth": depth, "ablations": [name]}, ["p"], ["out"], [st], from_stats([st]))
+    return RunResult(Setting(depth=depth, temperature=temperature), ["p"], ["out"], [st],
+                     from_stats([st]))
 
 
 @pytest.fixture
@@ -57,9 +59,9 @@ def test_plot_acceptance_one_series_per_setting(pyplot_figures):
     assert len(b.lines) == 2 and len(c.patches) == 2 * 5
 
 
-def test_plot_acceptance_accepts_metrics_and_mixed_depths():
-    """AcceptanceMetrics work as well as RunResults, and settings may have different depths."""
-    fig = plots.plot_acceptance({"k2": acceptance_metrics([2, 1], 2), "k5": acceptance_metrics([5, 0], 5)})
+def test_plot_acceptance_mixed_depths():
+    """Settings may have different depths."""
+    fig = plots.plot_acceptance({"k2": fake_result([2, 1], 2), "k5": fake_result([5, 0], 5)})
     assert len(fig.axes[0].patches) == 2 + 5
 
 
@@ -67,12 +69,12 @@ def test_tau_vs_depth_draws_measured_and_published_curves():
     """Measured tau per k, the k+1 bound, and the published vLLM chain curves (anchors §1.4) with
     their exact values; the n-alpha panel carries EAGLE-1 Table 2."""
     curves = {"healthy, T=0": {k: fake_result([k] * 3, depth=k) for k in (1, 2, 3)},
-              "bypass, T=0": {1: 1.1, 2: 1.15, 3: 1.2}}
+              "bypass, T=0": {k: fake_result([0, 0, 1, 0, 0, 0, 0, 0, 0, 0], depth=k) for k in (1, 2, 3)}}
     fig = plots.plot_tau_vs_depth(curves)
     a, b = fig.axes[:2]
     lines = {ln.get_label(): ln for ln in a.lines}
     assert list(lines["healthy, T=0"].get_ydata()) == [2.0, 3.0, 4.0]
-    assert list(lines["bypass, T=0"].get_ydata()) == [1.1, 1.15, 1.2]
+    assert list(lines["bypass, T=0"].get_ydata()) == pytest.approx([1.1, 1.1, 1.1])
     eagle3 = lines["published: vLLM EAGLE-3 chain, Llama-3.1-8B, MT-bench, T=0"]
     assert list(eagle3.get_xdata()) == [2, 3, 4, 5, 6, 7]
     assert list(eagle3.get_ydata()) == [2.36, 2.79, 3.08, 3.32, 3.46, 3.54]
@@ -101,7 +103,7 @@ def test_metrics_table_has_every_metric_and_log_lines():
     col = t["s"]
     assert col["tau: accept length (1 + accepted/steps)"] == round(m.accept_length, 3)
     assert col["SGLang accept rate = len/(k+1) (PR #13212)"] == round(m.sglang_accept_rate_by_draft_tokens, 3)
-    assert col["SGLang accept rate = accepted/drafted (PR #23530)"] == round(m.sglang_accept_rate_by_drafts, 3)
+    assert col["vLLM avg draft acceptance rate"] == f"{100 * m.draft_acceptance_rate:.1f}%"
     assert col["SGLang log line"] == sglang_log_line(m)
     assert "EAGLE n-alpha (conditional)" in t.index and "accepted-count histogram m=0..k" in t.index
     lines = plots.log_lines({"s": r})
@@ -134,7 +136,7 @@ def test_plot_layer_norms_from_captured_states():
     model = tiny_llama(num_layers=8)
     with torch.no_grad(), capture(model, range(9)) as states:
         model(torch.arange(12)[None])
-    fig = plots.plot_layer_norms(states, highlight=(2, 4, 5))
+    fig = model_plots.plot_layer_norms(states, highlight=(2, 4, 5))
     ax = fig.axes[0]
     assert len(ax.patches) == 9
     assert ax.patches[3].get_height() == pytest.approx(float(states[3].norm(dim=-1).mean()), rel=1e-5)
@@ -144,7 +146,7 @@ def test_plot_layer_norms_from_captured_states():
 
 def test_layer_id_table_conventions():
     """HF-like conventions show the HF ids; SGLang-config and SpecForge show them minus one."""
-    t = plots.layer_id_table([2, 16, 29], 32)
+    t = model_plots.layer_id_table([2, 16, 29], 32)
     assert t.loc["hf", ["low", "mid", "high"]].tolist() == [2, 16, 29]
     assert t.loc["sglang-config", ["low", "mid", "high"]].tolist() == [1, 15, 28]
     assert t.loc["specforge", "low"] == 1 and t.loc["vllm", "high"] == 29
@@ -153,10 +155,20 @@ def test_layer_id_table_conventions():
 def test_d2t_plot_and_table_show_offsets():
     """Target id = draft id + d2t offset in the table and the plot; the wrong reading uses d2t alone."""
     d = tiny_drafter()
-    t = plots.d2t_table(d, n=6)
+    t = model_plots.d2t_table(d, n=6)
     assert (t["target id = i + d2t[i]"] == t["draft id"] + t["d2t[i] (offset)"]).all()
     assert t["t2d[target id]"].all()
-    fig = plots.plot_d2t_offsets(d.d2t, d.config.vocab_size, verdict="offsets (ok)")
+
+    class Tok:   # the two calls _tok makes; id 7 does not decode alone
+        def decode(self, ids):
+            return "\ufffd" if ids == [7] else f"<{ids[0]}>"
+
+        def convert_ids_to_tokens(self, i):
+            return f"piece{i}"
+    named = model_plots.d2t_table(d, Tok(), n=6)
+    assert named["token"].tolist() == [f"piece{i}" if i == 7 else f"<{i}>"
+                                       for i in named["target id = i + d2t[i]"]]
+    fig = model_plots.plot_d2t_offsets(d.d2t, d.config.vocab_size, verdict="offsets (ok)")
     right = {ln.get_label(): ln for ln in fig.axes[1].lines}
     correct = right["target id = i + d2t[i] (correct)"].get_ydata()
     assert list(correct) == (torch.arange(d.d2t.numel()) + d.d2t).tolist()
@@ -169,12 +181,13 @@ def test_key_names_and_config_tables_align_formats(tmp_path):
     a = save_drafter(d, tmp_path / "a", "eagle")
     b = save_drafter(d, tmp_path / "b", "sglang")
     c = save_drafter(d, tmp_path / "c", "speculators")
-    t = plots.key_names_table({"A": a, "C": c})
+    reports = {n: inspect_checkpoint(p)[0] for n, p in {"A": a, "B": b, "C": c}.items()}
+    t = model_plots.key_names_table({n: reports[n] for n in ("A", "C")})
     row = t.loc["midlayer.self_attn.q_proj.weight"]
     assert row["A [eagle]"] == "midlayer.self_attn.q_proj.weight"
     assert row["C [speculators]"] == "layers.0.self_attn.q_proj.weight"
     assert t.loc["embed_tokens.weight", "A [eagle]"] == "—"
-    cfg = plots.config_table({n: inspect_checkpoint(p)[0] for n, p in {"A": a, "B": b, "C": c}.items()})
+    cfg = model_plots.config_table(reports)
     assert cfg.loc["format"].tolist() == ["eagle", "sglang", "speculators"]
     assert cfg.loc["layer ids as written", "B"].startswith("eagle_config: [1, 3, 4]")
     assert cfg.loc["layer ids as written", "C"].startswith("top level: [2, 4, 5]")
@@ -182,7 +195,7 @@ def test_key_names_and_config_tables_align_formats(tmp_path):
 
 def test_figure_to_data_uri_is_png():
     """Embedded figures are base64 PNG data URIs (self-contained HTML)."""
-    uri = plots.figure_to_data_uri(plots.plot_acceptance({"a": acceptance_metrics([1], 1)}))
+    uri = plots.figure_to_data_uri(plots.plot_acceptance({"a": fake_result([1], 1)}))
     assert uri.startswith("data:image/png;base64,")
     assert base64.b64decode(uri.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -200,13 +213,12 @@ def test_captured_states_without_forward_raise():
     """A plot of states that were never captured fails with the capture module's message."""
     st = CapturedStates([1], 2, "model.layers", "X")
     with pytest.raises(KeyError, match="no forward ran"):
-        plots.plot_layer_norms(st)
+        model_plots.plot_layer_norms(st)
 
 
 def test_n_alpha_points_need_enough_support():
     """Conditional alpha at a position reached by fewer than MIN_TRIED verify steps is not drawn
     (one lucky step would plot alpha = 1.0)."""
-    m = acceptance_metrics([0] * 10 + [4], 4)        # positions 1..3 reached once
-    fig = plots.plot_acceptance({"a": m})
+    fig = plots.plot_acceptance({"a": fake_result([0] * 10 + [4], 4)})   # positions 1..3 reached once
     line = fig.axes[1].lines[0]
     assert list(line.get_xdata()) == [1] and list(line.get_ydata()) == [pytest.approx(1 / 11)]
