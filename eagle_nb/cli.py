@@ -53,9 +53,8 @@ def cmd_inspect(a) -> int:
     from .checkpoints import CheckpointError, inspect_checkpoint
     tcfg = None
     if a.target:
-        from transformers import AutoConfig
-        tcfg = AutoConfig.from_pretrained(a.target)
-        tcfg = tcfg.get_text_config() if hasattr(tcfg, "get_text_config") else tcfg
+        from .target_parts import read_text_config   # config.json only: the target is never loaded
+        tcfg = read_text_config(a.target)
     try:
         rep, _ = inspect_checkpoint(a.path, tcfg)
     except CheckpointError as e:
