@@ -186,3 +186,36 @@ def test_replay_equals_live_loop_all_shipped_prompts(pair, tmp_path):
             _, live = generate(model, drafter, x, depth=k, max_new_tokens=64, layer_ids=LAYERS,
                                eos_token_id=tok.eos_token_id)
             assert (st.accept_counts, st.tokens) == (live.accept_counts, live.tokens), f"depth {k}"
+
+
+def _synthetic_recording(path, n_records, T=3500, per_shard=3):
+    """A recording in our format with `n_records` records of T positions (8 MiB of fp32 aux each),
+    `per_shard` records per shard; tokens and states random (only memory is measured)."""
+    path.mkdir()
+    g = torch.Generator().manual_seed(0)
+    index = {"format": "eagle_nb.recording", "version": 1, "target": "synthetic", "num_layers": 8,
+             "layer_ids_hf": LAYERS, "max_new_tokens": 4, "lookahead": 2, "eos_token_id": None,
+             "teacher_forced": False, "shards": [], "records": []}
+    for s in range(0, n_records, per_shard):
+        shard, name = {}, f"shard-{s:05d}.safetensors"
+        for i in range(s, min(s + per_shard, n_records)):
+            shard[f"r{i}.input_ids"] = torch.randint(3, 4096, (T,), generator=g)
+            shard[f"r{i}.aux"] = torch.randn(T - 1, 576, generator=g)
+            index["records"].append({"name": f"r{i}", "shard": name, "prompt_len": 8, "length": T})   # only 14 positions replayed; all T loaded
+        save_file(shard, str(path / name))
+        index["shards"].append(name)
+    (path / "recording.json").write_text(json.dumps(index))
+    return path
+
+
+def test_replay_memory_does_not_grow_with_the_recording(tmp_path):
+    """Peak RSS of `eagle-nb speculate --features` on a 24-record (192 MiB) recording is within
+    48 MiB of that on a 2-record one: records are read one at a time."""
+    from tests.test_target_parts import peak_rss_mb
+    small = _synthetic_recording(tmp_path / "small", 2)
+    big = _synthetic_recording(tmp_path / "big", 24)
+    size = sum(f.stat().st_size for f in big.iterdir()) / 2**20
+    rss = {n: peak_rss_mb("speculate", "--features", str(p), "--depth", "2", "--max-new-tokens", "4")
+           for n, p in (("small", small), ("big", big))}
+    print(f"replay peak RSS {rss['small']:.0f} MiB (2 records), {rss['big']:.0f} MiB ({size:.0f} MiB recording)")
+    assert size > 180 and rss["big"] - rss["small"] < 48, rss
