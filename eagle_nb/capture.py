@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .target_parts import NOT_TEXT, TEXT_CONFIG_KEYS
+
 CONVENTIONS = {
     # name: offset added to convert an id of this convention to the HF hidden_states index
     "hf": 0,
@@ -86,7 +88,6 @@ def text_layer_count(model: nn.Module) -> int | None:
         subs.insert(0, cfg.get_text_config(decoder=True))
     except (AttributeError, ValueError):   # no HF config, or several text configs: look by name
         pass
-    from .target_parts import TEXT_CONFIG_KEYS
     subs += [getattr(cfg, k) for k in TEXT_CONFIG_KEYS if getattr(cfg, k, None) is not None]
     for c in subs:
         n = getattr(c, "num_hidden_layers", None)
@@ -142,7 +143,6 @@ def find_decoder_layers(model: nn.Module, layers_path: str | None = None) -> tup
     prefix = names.get(id(decoder)) if decoder is not None else None
     scopes = ([] if prefix is None else [prefix]) + [""]
     fit = [(n, m) for n, m in lists if L is None or len(m) == L]
-    from .target_parts import NOT_TEXT
     for scope in scopes:   # the model's own decoder first; then the tree, minus vision/audio towers
         within = _best(model, [(n, m) for n, m in fit if n.startswith(scope + ".") or
                               (not scope and not any(t in n.lower() for t in NOT_TEXT))])

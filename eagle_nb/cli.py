@@ -109,12 +109,20 @@ def cmd_record(a) -> int:
 
 
 def cmd_replay(a) -> int:
+    if a.temperature != 0 or a.ablate:
+        raise ValueError("--features replays greedy speculation only: drop --temperature/--ablate "
+                         "(ablations and sampling need the live target)")
     from .checkpoints import load_drafter
     from .replay import replay
     from .targets import SHIPPED_DRAFTER, SHIPPED_TARGET
     target = a.target or (SHIPPED_TARGET if a.drafter is None else None)   # embed_tokens, read lazily
     drafter = load_drafter(a.drafter or SHIPPED_DRAFTER, target=target, device=a.device)
-    res = replay(drafter, a.features, depth=a.depth, max_new_tokens=a.max_new_tokens)
+    from .recording import Recording
+    rec, lm_head = Recording(a.features), None
+    if a.target and rec.teacher_forced:   # check the dataset text against the target's greedy choice
+        from .target_parts import TargetParts
+        lm_head = TargetParts(a.target).lm_head()
+    res = replay(drafter, rec, depth=a.depth, max_new_tokens=a.max_new_tokens, lm_head=lm_head)
     print(json.dumps(res.summary(), indent=2) if a.json else res.report_text())
     return 0
 

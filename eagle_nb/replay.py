@@ -58,6 +58,8 @@ def replay_record(drafter, rec: Record, depth: int, max_new_tokens: int, eos_tok
                 lg, h = drafter.step(tid[:, None], h[:, -1:], dcache, pos)
                 dcache.advance(pos + 1)
         draft_ids = torch.stack(drafts, 1)[0].cpu()            # (k,)
+        # NOTE: entries after the first rejection are the greedy continuation, not what the target
+        # would predict after a rejected draft (unknowable offline); accept counts never use them.
         target_tokens = S[n + 1:n + depth + 2]                 # the target's greedy tokens there
         a = accept_greedy(draft_ids, target_tokens)
         accepted = draft_ids[:a].tolist()
@@ -124,10 +126,22 @@ def check_layers(drafter, recording: Recording) -> list[str]:
     return notes
 
 
+def greedy_agreement(rec: Record, lm_head: torch.Tensor) -> tuple[int, int]:
+    """(positions where the record's next token is the target's argmax, positions checked), from
+    the recorded final (post-norm) states and the target's `lm_head` (V, H): tells whether
+    teacher-forced text is the target's own greedy output."""
+    P, T = rec.prompt_len, min(rec.final.shape[0], rec.input_ids.numel() - 1)
+    logits = rec.final[P - 1:T].float() @ lm_head.float().T             # (T-P+1, V)
+    return int((logits.argmax(-1) == rec.input_ids[P:T + 1]).sum()), T - P + 1
+
+
 def replay(drafter, recording, depth: int = 4, max_new_tokens: int | None = None,
-           eos_token_id=None, progress: bool = True) -> ReplayResult:
+           eos_token_id=None, progress: bool = True, lm_head: torch.Tensor | None = None) -> ReplayResult:
     """Replay every record of `recording` (a path or `Recording`) at `depth`. `max_new_tokens`
-    defaults to the recorded budget (our format) or to what each teacher-forced record holds."""
+    defaults to the recorded budget (our format) or to what each teacher-forced record holds.
+    With the target's `lm_head` (e.g. `TargetParts(dir).lm_head()`), teacher-forced records that
+    carry final states are checked against the target's greedy choice: where the text is the
+    target's greedy output everywhere, τ is exact rather than an estimate."""
     rec = recording if isinstance(recording, Recording) else Recording(recording)
     notes = check_layers(drafter, rec)
     if rec.teacher_forced:
@@ -139,7 +153,7 @@ def replay(drafter, recording, depth: int = 4, max_new_tokens: int | None = None
     if eos_token_id is None:
         eos_token_id = rec.meta.get("eos_token_id")
     t0 = time.perf_counter()
-    stats = []
+    stats, agree, checked, missing_final = [], 0, 0, 0
     for r in tqdm(rec, total=len(rec), desc=f"replay k={depth}", disable=not progress, leave=False):
         avail = r.input_ids.numel() - r.prompt_len - depth     # tokens a depth-k replay can verify
         n = min(budget, avail) if (budget and rec.teacher_forced) else (budget or avail)
@@ -147,8 +161,20 @@ def replay(drafter, recording, depth: int = 4, max_new_tokens: int | None = None
             raise RecordingError(f"{rec.path}: record {r.name} has {avail + depth} tokens after its "
                                  f"prompt, too few for depth {depth}")
         stats.append(replay_record(drafter, r, depth, n, eos_token_id))
+        if rec.teacher_forced and lm_head is not None:
+            if r.final is None:
+                missing_final += 1
+            else:
+                a, c = greedy_agreement(r, lm_head)
+                agree, checked = agree + a, checked + c
+    estimate = rec.teacher_forced
+    if checked:
+        notes.append(f"dataset text is the target's greedy token at {agree}/{checked} positions "
+                     f"({agree / checked:.1%}) of {len(stats) - missing_final} records")
+        if agree == checked and not missing_final:
+            estimate = False
+            notes.append("so these teacher-forced features are the target's greedy output: tau is exact")
     setting = {"depth": depth, "max_new_tokens": budget or "all recorded", "recording": str(rec.path),
                "target": rec.meta.get("target"), "layer_ids_hf": rec.layer_ids,
                "source": rec.meta.get("source")}
-    return ReplayResult(setting, stats, from_stats(stats), rec.teacher_forced,
-                        time.perf_counter() - t0, notes)
+    return ReplayResult(setting, stats, from_stats(stats), estimate, time.perf_counter() - t0, notes)

@@ -126,6 +126,17 @@ def test_specforge_files_replay_as_labelled_estimates(pair, shipped_recording, t
     same = sum(a.accept_counts == b.accept_counts for a, b in zip(ours.stats, theirs.stats))
     assert same >= 3, (ours.metrics.accept_length, theirs.metrics.accept_length)
     assert abs(ours.metrics.accept_length - theirs.metrics.accept_length) < 0.1
+    # with the target's lm_head (read lazily) the text is checked against the target's greedy
+    # choice: the recorded greedy text agrees everywhere, so tau is exact; one changed token is not
+    from eagle_nb.target_parts import TargetParts
+    head = TargetParts(SHIPPED_TARGET).lm_head()
+    checked = replay(drafter, sf, depth=3, max_new_tokens=30, progress=False, lm_head=head)
+    assert not checked.estimate and any("100.0%" in n for n in checked.notes), checked.notes
+    first = sorted(sf.glob("*.ckpt"))[0]
+    d = torch.load(first, weights_only=True)
+    d["input_ids"][-5] = (d["input_ids"][-5] + 1) % 4096
+    torch.save(d, first)
+    assert replay(drafter, sf, depth=3, max_new_tokens=30, progress=False, lm_head=head).estimate
     bad = _as_specforge(path, tmp_path / "bad", pickled_object=True)
     with pytest.raises(RecordingError, match="weights_only=True"):
         replay(drafter, bad, depth=3, progress=False)
@@ -170,6 +181,9 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
     drafter = load_drafter(SHIPPED_DRAFTER, SHIPPED_TARGET)
     api = replay(drafter, tmp_path / "rec", depth=3, progress=False)
     assert out["accept_length"] == api.metrics.accept_length and out["tau_is_estimate"] is False
+    with pytest.raises(SystemExit) as e:      # ablations need the live target: refused, not ignored
+        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--ablate", "fc-bypass"])
+    assert e.value.code == 2 and "greedy speculation only" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -209,3 +209,17 @@ def test_peak_rss_does_not_grow_with_target_size(tmp_path):
     from safetensors.torch import load_file
     emb = load_file(str(SHIPPED_TARGET / "model.safetensors"))["model.embed_tokens.weight"]
     assert torch.equal(out.embed_tokens.weight, emb.half().float())   # the drafter is stored in fp16
+
+
+def test_mtp_layer_embedding_is_not_taken(tmp_path):
+    """A DeepSeek-V3-style checkpoint also stores its MTP layer's embedding
+    (`model.layers.61.embed_tokens.weight`, same shape): the decoder's own, outermost one is read."""
+    model = tiny_llama(num_layers=2)
+    model.save_pretrained(tmp_path)
+    sd = dict(model.state_dict())
+    sd["model.layers.61.embed_tokens.weight"] = torch.zeros_like(sd["model.embed_tokens.weight"])
+    sd["model.layers.61.shared_head.head.weight"] = torch.zeros_like(sd["lm_head.weight"])
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp_path / "model.safetensors"))
+    parts = TargetParts(tmp_path)
+    assert parts.embed_key() == "model.embed_tokens.weight" and parts.head_key() == "lm_head.weight"
+    assert torch.equal(parts.embed_tokens(), model.get_input_embeddings().weight)
