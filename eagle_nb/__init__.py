@@ -16,6 +16,7 @@ _EXPORTS = {
     "convert": "checkpoints", "load_target": "targets", "make_wrapper": "targets",
     "generate": "speculate", "greedy_reference": "speculate", "SpecStats": "speculate",
     "acceptance_metrics": "metrics", "Setting": "setting", "Pair": "session", "FAULTS": "faults",
+    "TargetParts": "target_parts", "read_text_config": "target_parts", "Recording": "recording",
 }
 __all__ = ["capture", *_EXPORTS]
 

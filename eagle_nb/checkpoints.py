@@ -209,9 +209,13 @@ def _target_parts(target):
     """(config, input embedding weight) of a target given as a path or a loaded model."""
     if target is None:
         return None, None
-    if isinstance(target, (str, Path)):
-        from .targets import load_target
-        target, _ = load_target(target, device="cpu")
+    if isinstance(target, (str, Path)):   # never load the model: config + one tensor, lazily
+        from .target_parts import TargetParts, TargetPartsError
+        try:
+            parts = TargetParts(target)
+            return parts.config, parts.embed_tokens()
+        except TargetPartsError as e:
+            raise CheckpointError(str(e)) from None
     return target.config.get_text_config() if hasattr(target.config, "get_text_config") \
         else target.config, target.get_input_embeddings().weight
 

@@ -1,4 +1,4 @@
-"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | report.
+"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | record | report.
 
 Thin: parses flags, calls the package, prints a table or JSON. No algorithm lives here.
 """
@@ -52,9 +52,8 @@ def cmd_inspect(a) -> int:
     from .checkpoints import CheckpointError, inspect_checkpoint
     tcfg = None
     if a.target:
-        from transformers import AutoConfig
-        tcfg = AutoConfig.from_pretrained(a.target)
-        tcfg = tcfg.get_text_config() if hasattr(tcfg, "get_text_config") else tcfg
+        from .target_parts import read_text_config   # config.json only: the target is never loaded
+        tcfg = read_text_config(a.target)
     try:
         rep, _ = inspect_checkpoint(a.path, tcfg)
     except CheckpointError as e:
@@ -77,6 +76,8 @@ def cmd_convert(a) -> int:
 
 
 def cmd_speculate(a) -> int:
+    if a.features:
+        return cmd_replay(a)
     from .corpus import read_prompts
     from .session import run_prompts
     prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
@@ -87,6 +88,41 @@ def cmd_speculate(a) -> int:
         print(json.dumps(result.summary(), indent=2))
     else:
         print(result.report_text())
+    return 0
+
+
+def cmd_record(a) -> int:
+    from .capture import num_decoder_layers
+    from .corpus import read_prompts
+    from .recording import record
+    from .targets import load_target
+    model, tok = load_target(a.target, device=a.device, dtype=a.dtype, device_map=a.device_map)
+    ids = _layers(a.layers, a.convention, num_decoder_layers(model, a.layers_path))
+    prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
+    enc = [tok(p, return_tensors="pt")["input_ids"] for p in prompts]
+    out = record(model, enc, a.out, ids, max_new_tokens=a.max_new_tokens, lookahead=a.lookahead,
+                 target_name=str(a.target or "shipped"), final_hidden=a.final_hidden,
+                 layers_path=a.layers_path, eos_token_id=tok.eos_token_id)
+    print(f"recorded {len(enc)} prompts x {a.max_new_tokens}+{a.lookahead} tokens, HF layers {ids}, to {out}")
+    return 0
+
+
+def cmd_replay(a) -> int:
+    if a.temperature != 0 or a.ablate:
+        raise ValueError("--features replays greedy speculation only: drop --temperature/--ablate "
+                         "(ablations and sampling need the live target)")
+    from .checkpoints import load_drafter
+    from .replay import replay
+    from .targets import SHIPPED_DRAFTER, SHIPPED_TARGET
+    target = a.target or (SHIPPED_TARGET if a.drafter is None else None)   # embed_tokens, read lazily
+    drafter = load_drafter(a.drafter or SHIPPED_DRAFTER, target=target, device=a.device)
+    from .recording import Recording
+    rec, lm_head = Recording(a.features), None
+    if a.target and rec.teacher_forced:   # check the dataset text against the target's greedy choice
+        from .target_parts import TargetParts
+        lm_head = TargetParts(a.target).lm_head()
+    res = replay(drafter, rec, depth=a.depth, max_new_tokens=a.max_new_tokens, lm_head=lm_head)
+    print(json.dumps(res.summary(), indent=2) if a.json else res.report_text())
     return 0
 
 
@@ -132,6 +168,10 @@ def main(argv=None) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--prompt")
     g.add_argument("--prompts", help="JSON lines with a 'prompt' field")
+    g.add_argument("--features", metavar="RECORDING",
+                   help="replay against a recording (eagle-nb record, SpecForge or speculators "
+                        "hidden-state files) instead of running the target; --target then only "
+                        "supplies embed_tokens, read lazily")
     p.add_argument("--depth", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
@@ -141,6 +181,24 @@ def main(argv=None) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_speculate)
+
+    p = sub.add_parser("record", help="record the target's greedy continuations and aux states")
+    p.add_argument("--target", default=None, help="HF checkpoint dir (default: the shipped target)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--prompt")
+    g.add_argument("--prompts", help="JSON lines with a 'prompt' field")
+    p.add_argument("--out", required=True, help="recording directory to write")
+    p.add_argument("--layers", default="eagle3", help="eagle3 | comma-separated ids (see --convention)")
+    p.add_argument("--convention", default="hf",
+                   choices=["hf", "vllm", "speculators", "eagle", "sglang", "sglang-config", "specforge"])
+    p.add_argument("--layers-path", default=None)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--lookahead", type=int, default=8, help="extra tokens: replays exact up to this depth")
+    p.add_argument("--final-hidden", action="store_true", help="also store the final (post-norm) state")
+    p.add_argument("--device", default=None)
+    p.add_argument("--device-map", default=None, help="passed to from_pretrained, e.g. auto")
+    p.add_argument("--dtype", default=None)
+    p.set_defaults(fn=cmd_record)
 
     p = sub.add_parser("report", help="execute the notebooks and render HTML reports")
     p.add_argument("--out", default="reports")
