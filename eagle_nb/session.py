@@ -48,6 +48,7 @@ class RunResult:
             "sglang_accept_rate_by_draft_tokens": m.sglang_accept_rate_by_draft_tokens,
             "sglang_accept_rate_by_drafts": m.sglang_accept_rate_by_drafts,
             "sglang_log_line": sglang_log_line(m), "vllm_log_line": vllm_log_line(m),
+            "sglang_spec_accept_length": m.sglang_spec_accept_length,
             "verify_steps": m.verify_steps, "new_tokens": self.new_tokens,
             "matches_target_greedy": None if self.reference_match is None else all(self.reference_match),
             "tokens_per_s": self.new_tokens / self.spec_s if self.spec_s else None,
@@ -59,8 +60,12 @@ class RunResult:
         s = self.summary()
         lines = [f"setting: {self.setting}", *[f"note: {n}" for n in self.notes],
                  f"accept length (tau): {s['accept_length']:.3f} over {s['verify_steps']} verify steps",
-                 f"SGLang (accept_len/num_draft_tokens): {s['sglang_log_line']}",
-                 f"SGLang (accepted/proposed): accept rate {s['sglang_accept_rate_by_drafts']:.3f}",
+                 f"SGLang >= 0.5.11 log (accepted/proposed drafts): {s['sglang_log_line']}",
+                 f"SGLang <= 0.5.10 log (accept_len/num_draft_tokens): accept rate "
+                 f"{s['sglang_accept_rate_by_draft_tokens']:.3f}",
+                 "SGLang per-request spec_accept_length (completion tokens / verify steps): "
+                 + ("-" if s["sglang_spec_accept_length"] is None
+                    else f"{s['sglang_spec_accept_length']:.3f}"),
                  f"vLLM: {s['vllm_log_line']}",
                  "conditional n-alpha: " + ", ".join("-" if a is None else f"{a:.3f}"
                                                      for a in s["conditional_alpha"]),
