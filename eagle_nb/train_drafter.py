@@ -136,7 +136,7 @@ def ttt_forward(drafter: Eagle3Drafter, ids: torch.Tensor, feats: torch.Tensor, 
         h = h + layer.mlp(layer.post_attention_layernorm(h))
         hn = drafter.norm(h)
         outs.append(drafter.lm_head(hn))
-        g = hn if drafter.config.norm_output else h
+        g = hn if drafter.feeds_back_post_norm else h
     return outs
 
 
