@@ -23,7 +23,8 @@ ABLATIONS = {
     "d2t-absolute": "d2t offsets used as absolute target ids (equivalently: 'fixed' by "
                     "subtracting arange), so draft id i becomes target id d2t[i]",
     "layers0-keys-dropped": "a speculators checkpoint (`layers.0.*`) loaded by a `midlayer.*` "
-                            "engine-style non-strict loader: the decoder layer stays random",
+                            "engine-style non-strict loader (SGLang <= 0.5.11; 0.5.12+ loads "
+                            "`layers.0.*`): the decoder layer stays random",
 }
 
 

@@ -7,7 +7,8 @@
 A converter is a key map plus a strict load (reference/eagle3.md §2). Weights are read with
 safetensors or `torch.load(weights_only=True)`: loading never executes checkpoint code.
 `load_drafter_engine_style` is an ABLATION that drops unknown names and keeps random init, as
-SGLang's loader does; it exists for the notebooks only.
+SGLang's loader does (by default as SGLang <= 0.5.11, which drops `layers.0.*`); it exists for the
+notebooks only.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .capture import eagle3_layers, from_hf, to_hf
+from .capture import _version_tuple, eagle3_layers, from_hf, to_hf
 from .config import ConfigError, DrafterConfig, from_llama_dict
 from .drafter import FEEDBACK_SERVING, Eagle3Drafter, rope_inv_freq
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
@@ -54,7 +55,7 @@ HARMLESS_EXTRAS = (
 #   eagle: SafeAILab EAGLE `eagle/model/cnets.py` Model: 3 aux layers, head_dim = H / heads,
 #          rope_scaling linear or dynamic only, no EAGLE-3.1 flags.
 #   sglang: SGLang 0.5.14 `llama_eagle3.py` (fc_norm and norm_output since 0.5.12;
-#          norm_before_fc not before 0.5.16, norm_before_residual in no release read).
+#          norm_before_fc only since 0.5.17, norm_before_residual in no release read).
 #   speculators: speculators / vLLM carry every flag.
 FORMAT_LACKS = {
     "eagle": ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"),
@@ -328,15 +329,22 @@ def _build(cfg: DrafterConfig, state: dict, dtype, device) -> Eagle3Drafter:
     return model.to(device or "cpu").eval()
 
 
-def load_drafter_engine_style(path, target, seed: int = 0) -> tuple[Eagle3Drafter, dict]:
-    """ABLATION: SGLang-style non-strict load. Names are taken as the `midlayer.*` engine expects;
-    names that match no parameter are dropped and parameters that get no weight keep their random
-    init, with no error. Returns (drafter, {"dropped": [...], "left_random": [...]})."""
+def load_drafter_engine_style(path, target, seed: int = 0,
+                              sglang_version: str = "0.5.11") -> tuple[Eagle3Drafter, dict]:
+    """ABLATION: SGLang-style non-strict load. Names that match no parameter are dropped and
+    parameters that get no weight keep their random init, with no error. SGLang <= 0.5.11 (the
+    default here) knows only `midlayer.*`, so a speculators `layers.0.*` checkpoint loads with a
+    random decoder layer; from 0.5.12 its draft module is `layers` and `midlayer` is renamed to
+    `layers.0`, so both spellings load (read in the released wheels' llama_eagle3.py).
+    Returns (drafter, {"dropped": [...], "left_random": [...]})."""
     tcfg, temb = _target_parts(target)
     raw_cfg = read_config(Path(path))
     fmt = detect_format(raw_cfg)
     cfg = config_from_dict(raw_cfg, fmt, str(path))
     raw, _ = read_weights(Path(path))
+    if _version_tuple(sglang_version) >= (0, 5, 12):   # both spellings reach the one layer
+        raw = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
+               for k, v in raw.items()}
     torch.manual_seed(seed)
     model = Eagle3Drafter(cfg)
     own = model.state_dict()

@@ -408,6 +408,20 @@ def test_engine_style_load_drops_speculators_names(tmp_path, drafter, target, in
     torch.testing.assert_close(_logits(strict, inputs), _logits(drafter, inputs))
 
 
+@pytest.mark.parametrize("version,dropped", [("0.5.11", True), ("0.5.12", False), ("0.5.14", False)])
+def test_engine_style_layers0_keys_by_sglang_version(tmp_path, drafter, target, inputs, version, dropped):
+    """SGLang renamed its draft module to `layers` (midlayer -> layers.0) in 0.5.12: from then on
+    a `layers.0.*` checkpoint loads completely there; before, its decoder layer stayed random. A
+    `midlayer.*` (format B) checkpoint loads in every version."""
+    spec = _good(tmp_path, drafter, "speculators")
+    eng, info = load_drafter_engine_style(spec, target, sglang_version=version)
+    assert bool(info["left_random"]) == dropped
+    if not dropped:
+        torch.testing.assert_close(_logits(eng, inputs), _logits(drafter, inputs))
+    b = save_drafter(drafter, tmp_path / "b", "sglang")
+    assert load_drafter_engine_style(b, target, sglang_version=version)[1]["left_random"] == []
+
+
 # -- CLI ------------------------------------------------------------------------------------------
 def _cli(*args):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
