@@ -241,7 +241,7 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
 
 def _split_harmless(unexpected: list[str], wfile: Path, rep: Report) -> tuple[list[str], list[str]]:
     """(still unexpected, ignored) keys; a warning in `rep` names every ignored key by kind."""
-    rest, ignored = [], []
+    ignored = []
     for pattern, why in HARMLESS_EXTRAS:
         hit = [k for k in unexpected if re.fullmatch(pattern, k)]
         if hit:
@@ -258,15 +258,16 @@ def _train_serve_notes(raw_cfg: dict, cfg: DrafterConfig, rep: Report) -> None:
         return
     if cfg.norm_output:
         rep.warnings.append(
-            "train/serve mismatch: norm_output=true. SpecForge trains such drafts feeding the "
+            "train/serve mismatch: norm_output=true. If SpecForge trained this draft, it fed the "
             "PRE-norm state back to the next draft step (algorithms/eagle3/model.py); SGLang "
             ">= 0.5.12 and vLLM serve them feeding the POST-norm state back, which is eagle_nb's "
             "default (feedback='serving'). Step-1 logits agree, later steps do not; load with "
             "feedback='pre-norm' to see what training optimised.")
     if raw_cfg.get("norm_output") is False:
         rep.warnings.append(
-            "train/serve mismatch: norm_output=false. SpecForge reads it as 'logits without the "
-            "final norm' (compute_logits), the engines and eagle_nb always apply the final norm.")
+            "train/serve mismatch: norm_output=false. If SpecForge trained this draft, it read that "
+            "as 'logits without the final norm' (compute_logits); the engines and eagle_nb always "
+            "apply the final norm.")
 
 
 def _target_parts(target):
@@ -289,9 +290,6 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
     CheckpointWarning naming them. Raises CheckpointError listing every problem."""
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
-    for w in rep.warnings:
-        if "not drafter state" in w:
-            warnings.warn(w, CheckpointWarning, stacklevel=2)
     if "embed_tokens.weight" not in state:
         if temb is None:
             rep.problems.append(f"{path}: checkpoint has no embed_tokens.weight; pass target= "
@@ -304,6 +302,9 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
     if not rep.ok:
         raise CheckpointError(f"cannot load drafter {path} (format {rep.format}):\n  - "
                               + "\n  - ".join(rep.problems))
+    for w in rep.warnings:
+        if "not drafter state" in w:
+            warnings.warn(w, CheckpointWarning, stacklevel=2)
     model = _build(rep.config, state, dtype, device)
     model.set_feedback(feedback)
     return model

@@ -174,3 +174,20 @@ def test_format_a_written_by_eagle_nb_gives_eagle_the_right_embedding(tmp_path, 
         cfg = read_config(fresh)
         (fresh / "config.json").write_text(json.dumps({**cfg, "target_hidden_size": cfg["hidden_size"]}))
         assert _maxdiff(_two_steps(eagle_loader_extract(fresh, target), exp)[0], exp["logits_step1"]) > 1.0
+
+
+def test_cli_inspect_reports_the_specforge_mismatch():
+    """`eagle-nb inspect --json` on the SpecForge EAGLE-3.1 export lists the train/serve warning
+    and still exits 0 (the draft loads)."""
+    import os
+    import subprocess
+    import sys
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-m", "eagle_nb", "inspect", "--json",
+                        str(PEERS / "specforge" / "eagle31_fc_norm_norm_output")],
+                       capture_output=True, text=True, cwd=repo, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["format"] == "sglang" and out["ok"]
+    assert any("train/serve mismatch: norm_output=true" in w for w in out["warnings"])
