@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))        # eagle_nb itself, for the files it writes for the peers
 OUT = REPO / "tests" / "fixtures" / "peers"
 V, VD, H, HT_WIDE, I, HEADS, KV, L, T = 96, 48, 32, 48, 64, 4, 2, 8, 6
 
@@ -180,33 +181,40 @@ def make_eagle(out: Path, peer: Path) -> None:
     make_eagle_reads_eagle_nb(out, peer)
 
 
+def _eagle_nb_drafter(ht: int, ids, seed: int, embed=None, **flags):
+    """A random eagle_nb drafter (H=32, target width `ht`); `embed`: the target's embedding,
+    which the engines give a drafter whose file has none."""
+    from eagle_nb.config import DrafterConfig
+    from eagle_nb.drafter import Eagle3Drafter
+    cfg = DrafterConfig(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV,
+                        intermediate_size=I, vocab_size=V, draft_vocab_size=VD, target_hidden_size=ht,
+                        rms_norm_eps=1e-5, aux_layer_ids=ids, **flags)
+    torch.manual_seed(seed)
+    dr = Eagle3Drafter(cfg)
+    with torch.no_grad():
+        for p in dr.parameters():
+            p.normal_(0, 0.2)
+        for mod in dr.modules():
+            if type(mod).__name__ == "RMSNorm":
+                mod.weight.uniform_(0.7, 1.3)
+        if embed is not None:
+            dr.embed_tokens.weight.copy_(embed)
+        d2t, t2d = _vocab_map(seed)
+        dr.d2t.copy_(d2t)
+        dr.t2d.copy_(t2d)
+    return dr.eval()
+
+
 def make_eagle_reads_eagle_nb(out: Path, peer: Path) -> None:
     """Format-A files written by eagle_nb's save_drafter, read by EAGLE's own loader: same width
     (EAGLE takes the target's embedding) and a wider target (the file carries embed_tokens)."""
-    sys.path.insert(0, str(REPO))
     from safetensors.torch import load_file
 
     from eagle_nb.checkpoints import save_drafter
-    from eagle_nb.config import DrafterConfig
-    from eagle_nb.drafter import Eagle3Drafter
     temb = load_file(str(out / "target" / "model.safetensors"))["model.embed_tokens.weight"].float()
     for name, ht, ids, seed in (("same_width", H, None, 5), ("wide_target", HT_WIDE, [2, 4, 5], 6)):
-        cfg = DrafterConfig(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV,
-                            intermediate_size=I, vocab_size=V, draft_vocab_size=VD,
-                            target_hidden_size=ht, rms_norm_eps=1e-5, aux_layer_ids=ids)
-        torch.manual_seed(seed)
-        dr = Eagle3Drafter(cfg)
-        with torch.no_grad():
-            for p in dr.parameters():
-                p.normal_(0, 0.2)
-            for mod in dr.modules():
-                if type(mod).__name__ == "RMSNorm":
-                    mod.weight.uniform_(0.7, 1.3)
-            if ht == H:
-                dr.embed_tokens.weight.copy_(temb)    # what the engines give a format-A drafter
-            dr.d2t.copy_(_vocab_map(seed)[0])
-            dr.t2d.copy_(_vocab_map(seed)[1])
-        path = save_drafter(dr.eval(), out / "eagle" / "written_by_eagle_nb" / name, "eagle")
+        dr = _eagle_nb_drafter(ht, ids, seed, temb if ht == H else None)
+        path = save_drafter(dr, out / "eagle" / "written_by_eagle_nb" / name, "eagle")
         m, res = _eagle_load_like_ea_model(peer, path, out / "target")
         inp = _inputs(ht, seed=seed + 10)
         logits = _eagle_logits(m, inp)
@@ -276,19 +284,62 @@ def make_specforge(out: Path, peer: Path) -> None:
         model.load_embedding(str(out / "target"))
         model = model.float().eval()
         inp = _inputs(H, seed=seed + 10)
-        with torch.no_grad():
-            pos = torch.arange(T)[None]
-            mask = model.prepare_decoder_attention_mask(torch.ones(1, T, dtype=torch.bool),
-                                                        inp["hidden_states"], 1, T, 0)
-            def run(ids, g):
-                return model.backbone(model.embed_input_ids(ids), g, None, mask, pos, None, False)
-            out1 = run(inp["input_ids"], model.project_hidden_states(inp["hidden_states"]))
-            out2 = run(inp["input_ids_step2"], out1)
-            logits = {"logits_step1": model.compute_logits(out1),
-                      "logits_step2_prenorm_fed_back": model.compute_logits(out2)}
+        logits = _specforge_logits(model, inp)
         _save({**inp, **logits}, d / f"{name}_expected.safetensors")
         print(f"specforge {name}: exported {sorted(p.name for p in dst.iterdir())}, "
               f"config dtype fields {[k for k in json.loads((dst / 'config.json').read_text()) if 'dtype' in k]}")
+    make_specforge_reads_eagle_nb(out, peer)
+
+
+def _specforge_logits(model, inp: dict) -> dict:
+    """SpecForge's own modules: step 1 from the features, step 2 from the fed-back pre-norm
+    state (its training loop), each one causal pass at positions 0..T-1."""
+    with torch.no_grad():
+        pos = torch.arange(T)[None]
+        mask = model.prepare_decoder_attention_mask(torch.ones(1, T, dtype=torch.bool),
+                                                    inp["hidden_states"], 1, T, 0)
+
+        def run(ids, g):
+            return model.backbone(model.embed_input_ids(ids), g, None, mask, pos, None, False)
+        out1 = run(inp["input_ids"], model.project_hidden_states(inp["hidden_states"]))
+        out2 = run(inp["input_ids_step2"], out1)
+        return {"logits_step1": model.compute_logits(out1),
+                "logits_step2_prenorm_fed_back": model.compute_logits(out2)}
+
+
+def make_specforge_reads_eagle_nb(out: Path, peer: Path) -> None:
+    """Format-B files written by eagle_nb's save_drafter (EAGLE-3, and EAGLE-3.1 with fc_norm and
+    norm_output), read the way SpecForge reads draft weights: its own `materialize_draft` (from
+    the config, strict about unexpected and missing non-embedding keys) accepts the file; logits
+    come from the same modules built in fp32, with the target embedding from `load_embedding`.
+    NOTE: not AutoDraftModel.from_pretrained: under transformers 5.8.1 it leaves the rotary
+    `inv_freq` buffer uninitialised (seen on SpecForge's own export too)."""
+    sys.path.insert(0, str(peer))
+    from safetensors.torch import load_file
+    from specforge.export.checkpoint_io import materialize_draft
+    from specforge.modeling.auto import AutoDraftModel, AutoDraftModelConfig
+
+    from eagle_nb.checkpoints import save_drafter
+    temb = load_file(str(out / "target" / "model.safetensors"))["model.embed_tokens.weight"].float()
+    for name, flags, seed in (("eagle3", {}, 9), ("eagle31_fc_norm_norm_output",
+                                                   {"fc_norm": True, "norm_output": True}, 10)):
+        dr = _eagle_nb_drafter(H, [2, 4, 5], seed, temb, **flags)
+        path = save_drafter(dr, out / "specforge" / "written_by_eagle_nb" / name, "sglang")
+        state = load_file(str(path / "model.safetensors"))
+        materialize_draft({"draft_state_dict": state}, str(path / "config.json"))   # raises if bad
+        model = AutoDraftModel.from_config(AutoDraftModelConfig.from_file(str(path / "config.json")),
+                                           torch_dtype=torch.float32)
+        res = model.load_state_dict(state, strict=False)
+        assert list(res.unexpected_keys) == [] and list(res.missing_keys) == ["embed_tokens.weight"], res
+        model.load_embedding(str(out / "target"))
+        model = model.float().eval()
+        inp = _inputs(H, seed=seed + 10)
+        logits = _specforge_logits(model, inp)
+        with torch.no_grad():
+            ours = dr.step(inp["input_ids"], dr.fuse(inp["hidden_states"]))[0]
+        _save({**inp, **logits}, path.parent / f"{name}_expected.safetensors")
+        print(f"specforge reads eagle_nb {name}: max |SpecForge - eagle_nb| step 1 = "
+              f"{(logits['logits_step1'] - ours).abs().max():.3g}")
 
 
 def main(argv=None) -> int:

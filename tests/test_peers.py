@@ -191,3 +191,23 @@ def test_cli_inspect_reports_the_specforge_mismatch():
     out = json.loads(r.stdout)
     assert out["format"] == "sglang" and out["ok"]
     assert any("train/serve mismatch: norm_output=true" in w for w in out["warnings"])
+
+
+@pytest.mark.parametrize("name", ["eagle3", "eagle31_fc_norm_norm_output"])
+def test_format_b_written_by_eagle_nb_loads_in_specforge(tmp_path, target, name):
+    """Format-B files eagle_nb wrote at fixture time passed SpecForge's own `materialize_draft`
+    (strict about unexpected and missing non-embedding keys) and gave SpecForge logits that
+    eagle_nb reproduces (step 2 with the pre-norm state fed back, as SpecForge trains);
+    save_drafter writes the same file today. `norm_output` is written only when true: SpecForge
+    would read an explicit false as 'no final norm on the logits'."""
+    committed = PEERS / "specforge" / "written_by_eagle_nb" / name
+    exp = load_file(str(committed.parent / f"{name}_expected.safetensors"))
+    drafter = load_drafter(committed, target=target, feedback=FEEDBACK_PRENORM)
+    l1, l2 = _two_steps(drafter, exp)
+    assert _maxdiff(l1, exp["logits_step1"]) < TOL
+    assert _maxdiff(l2, exp["logits_step2_prenorm_fed_back"]) < TOL
+    fresh = save_drafter(drafter, tmp_path / "b", "sglang", dtype=torch.float32)
+    assert read_config(fresh) == read_config(committed)
+    assert "norm_output" not in read_config(fresh) or read_config(fresh)["norm_output"] is True
+    a, b = load_file(str(fresh / "model.safetensors")), load_file(str(committed / "model.safetensors"))
+    assert sorted(a) == sorted(b) and all(torch.equal(a[k], b[k]) for k in a)
