@@ -22,6 +22,7 @@ import torch
 from .capture import _version_tuple, eagle3_layers, from_hf, to_hf
 from .config import ConfigError, DrafterConfig, from_llama_dict
 from .drafter import FEEDBACK_SERVING, Eagle3Drafter, rope_inv_freq
+from .formats import split_harmless, train_serve_warnings, unsupported_features
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
                        check_finite, check_shapes)
 
@@ -37,46 +38,6 @@ KEY_MAPS = {
 }
 TOP_LEVEL = ("fc.weight", "norm.weight", "lm_head.weight", "embed_tokens.weight", "d2t", "t2d",
              "input_norm.weight")
-
-
-# Keys trainers leave in a drafter file that are not drafter state: loading drops them with a
-# warning that names them. Anything else unexpected (above all under the drafter's own names:
-# midlayer., layers.0., fc., norm., lm_head.) stays an error.
-HARMLESS_EXTRAS = (
-    (r"target_model\..+", "state of the frozen target model (EAGLE's DeepSpeed save with "
-     "exclude_frozen_parameters=True drops its parameters but keeps buffers such as "
-     "rotary_emb.inv_freq)"),
-    (r"(optimizer|optimizer_state|lr_scheduler|scheduler)(\..+)?|global_step|epoch",
-     "optimizer / scheduler leftovers"),
-)
-
-# What the reference consumer of each format reads (README "Formats"). A drafter feature outside
-# its format is refused by save_drafter / convert unless allow_lossy=True.
-#   eagle: SafeAILab EAGLE `eagle/model/cnets.py` Model: 3 aux layers, head_dim = H / heads,
-#          rope_scaling linear or dynamic only, no EAGLE-3.1 flags.
-#   sglang: SGLang 0.5.14 `llama_eagle3.py` (fc_norm and norm_output since 0.5.12;
-#          norm_before_fc only since 0.5.17, norm_before_residual in no release read).
-#   speculators: speculators / vLLM carry every flag.
-FORMAT_LACKS = {
-    "eagle": ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"),
-    "sglang": ("norm_before_fc", "norm_before_residual"),
-    "speculators": (),
-}
-
-
-def unsupported_features(cfg: DrafterConfig, fmt: str) -> list[str]:
-    """The features of `cfg` that format `fmt`'s consumer cannot express (empty: lossless)."""
-    out = [f"{k}=True" for k in FORMAT_LACKS[fmt] if getattr(cfg, k)]
-    if fmt == "eagle":
-        if cfg.num_aux != 3:
-            out.append(f"num_aux={cfg.num_aux} (EAGLE's fc is target_hidden_size*3 wide)")
-        if cfg.head_dim * cfg.num_attention_heads != cfg.hidden_size:
-            out.append(f"head_dim={cfg.head_dim} != hidden_size/num_attention_heads "
-                       f"(EAGLE derives head_dim from hidden_size)")
-        kind = (cfg.rope_scaling or {}).get("rope_type", (cfg.rope_scaling or {}).get("type"))
-        if cfg.rope_scaling and kind not in ("linear", "dynamic"):
-            out.append(f"rope_scaling type {kind!r} (EAGLE knows linear and dynamic only)")
-    return out
 
 
 class CheckpointError(ValueError):
@@ -206,7 +167,8 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     rep.notes["weights_file"] = wfile.name
     origin: dict = {}
     state, unexpected = rename(raw, rep.format, origin)
-    rep.unexpected, ignored = _split_harmless(unexpected, wfile, rep)
+    rep.unexpected, ignored, notes = split_harmless(unexpected, str(wfile))
+    rep.warnings += notes
     rep.notes["ignored_extras"] = ignored
     shapes = expected_shapes(cfg)
     for k in [k for k in state if k not in shapes]:   # e.g. q_norm under `midlayer.`: no such param
@@ -233,41 +195,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         L = getattr(target_config, "num_hidden_layers", None)
         rep.notes["aux_layer_ids_implied"] = (list(eagle3_layers(L)) if L else
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
-    _train_serve_notes(raw_cfg, cfg, rep)
+    rep.warnings += train_serve_warnings(raw_cfg, cfg, rep.format)
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
     rep.notes["dtype"] = str(next(v.dtype for v in state.values() if v.is_floating_point()))
     return rep, state
-
-
-def _split_harmless(unexpected: list[str], wfile: Path, rep: Report) -> tuple[list[str], list[str]]:
-    """(still unexpected, ignored) keys; a warning in `rep` names every ignored key by kind."""
-    ignored = []
-    for pattern, why in HARMLESS_EXTRAS:
-        hit = [k for k in unexpected if re.fullmatch(pattern, k)]
-        if hit:
-            ignored += hit
-            rep.warnings.append(f"{wfile}: ignored {len(hit)} key(s) that are not drafter state, "
-                                f"{why}: {hit}")
-    rest = [k for k in unexpected if k not in ignored]
-    return rest, ignored
-
-
-def _train_serve_notes(raw_cfg: dict, cfg: DrafterConfig, rep: Report) -> None:
-    """Flags whose meaning differs between SpecForge training and serving (reference §1.3, §10)."""
-    if rep.format != "sglang":
-        return
-    if cfg.norm_output:
-        rep.warnings.append(
-            "train/serve mismatch: norm_output=true. If SpecForge trained this draft, it fed the "
-            "PRE-norm state back to the next draft step (algorithms/eagle3/model.py); SGLang "
-            ">= 0.5.12 and vLLM serve them feeding the POST-norm state back, which is eagle_nb's "
-            "default (feedback='serving'). Step-1 logits agree, later steps do not; load with "
-            "feedback='pre-norm' to see what training optimised.")
-    if raw_cfg.get("norm_output") is False:
-        rep.warnings.append(
-            "train/serve mismatch: norm_output=false. If SpecForge trained this draft, it read that "
-            "as 'logits without the final norm' (compute_logits); the engines and eagle_nb always "
-            "apply the final norm.")
 
 
 def _target_parts(target):
