@@ -83,7 +83,7 @@ SGLANG_FIRST_ID_RULE_SINCE = (0, 5, 13)
 SGLANG_CURRENT = "0.5.14"
 
 
-def _version_tuple(version: str) -> tuple[int, ...]:
+def sglang_version_tuple(version: str) -> tuple[int, ...]:
     parts = []
     for p in str(version).split(".")[:3]:
         digits = "".join(ch for ch in p if ch.isdigit())
@@ -100,7 +100,7 @@ def sglang_capture_ids(config_ids, architecture: str = "LlamaForCausalLM",
     the DeepSeek-V2 / GLM-4-MoE-lite family from 0.5.13 on, where +1 applies only when the first
     id is 1 (reference/eagle3.md §4, §10)."""
     ids = [int(i) for i in config_ids]
-    since = _version_tuple(version) >= SGLANG_FIRST_ID_RULE_SINCE
+    since = sglang_version_tuple(version) >= SGLANG_FIRST_ID_RULE_SINCE
     first_id_rule = since and architecture in SGLANG_FIRST_ID_RULE_ARCHS
     if not first_id_rule or (ids and ids[0] == 1):
         return [i + 1 for i in ids]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .capture import _version_tuple, eagle3_layers, from_hf, to_hf
+from .capture import eagle3_layers, from_hf, sglang_version_tuple, to_hf
 from .config import ConfigError, DrafterConfig, from_llama_dict
 from .drafter import FEEDBACK_SERVING, Eagle3Drafter, rope_inv_freq
 from .formats import split_harmless, train_serve_warnings, unsupported_features
@@ -274,7 +274,7 @@ def load_drafter_engine_style(path, target, seed: int = 0,
     fmt = detect_format(raw_cfg)
     cfg = config_from_dict(raw_cfg, fmt, str(path))
     raw, _ = read_weights(Path(path))
-    if _version_tuple(sglang_version) >= (0, 5, 12):   # both spellings reach the one layer
+    if sglang_version_tuple(sglang_version) >= (0, 5, 12):   # both spellings reach the one layer
         raw = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
                for k, v in raw.items()}
     torch.manual_seed(seed)
