@@ -59,11 +59,39 @@ def from_hf(ids, convention: str) -> list[int]:
     return [int(i) - CONVENTIONS[convention] for i in ids]
 
 
-def sglang_capture_ids(config_ids, after_pr_25454: bool = True) -> list[int]:
-    """What SGLang actually captures (HF index) for nested `eagle_config` ids: always +1 before
-    PR #25454; after it, +1 only when the first id is 1 (reference/eagle3.md §4)."""
+# SGLang model classes whose `set_eagle3_layers_to_capture` adds +1 to nested `eagle_config`
+# ids only when the first id is 1 (SGLang PR #25454). Read in the released wheels: the rule is in
+# `deepseek_v2.py` and `glm4_moe_lite.py` from 0.5.13 on (absent in 0.5.12 and earlier); every
+# other model file (`llama.py`, `qwen2.py`, `qwen3.py`, `qwen3_moe.py`, ...) always adds 1, in
+# every release read (0.5.9 to 0.5.23). The subclasses inherit the DeepSeek-V2 rule.
+SGLANG_FIRST_ID_RULE_ARCHS = frozenset({
+    "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+    "MistralLarge3ForCausalLM", "GlmMoeDsaForCausalLM", "KimiK25ForConditionalGeneration",
+    "Glm4MoeLiteForCausalLM"})
+SGLANG_FIRST_ID_RULE_SINCE = (0, 5, 13)
+SGLANG_CURRENT = "0.5.14"
+
+
+def sglang_version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in str(version).split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            raise ValueError(f"cannot read SGLang version {version!r} (want e.g. '0.5.14')")
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def sglang_capture_ids(config_ids, architecture: str = "LlamaForCausalLM",
+                       version: str = SGLANG_CURRENT) -> list[int]:
+    """What SGLang actually captures (HF index) for nested `eagle_config` ids, for the target
+    `architecture` (its config's `architectures[0]`) and SGLang `version`: +1 always, except for
+    the DeepSeek-V2 / GLM-4-MoE-lite family from 0.5.13 on, where +1 applies only when the first
+    id is 1 (reference/eagle3.md §4, §10)."""
     ids = [int(i) for i in config_ids]
-    if not after_pr_25454 or (ids and ids[0] == 1):
+    since = sglang_version_tuple(version) >= SGLANG_FIRST_ID_RULE_SINCE
+    first_id_rule = since and architecture in SGLANG_FIRST_ID_RULE_ARCHS
+    if not first_id_rule or (ids and ids[0] == 1):
         return [i + 1 for i in ids]
     return ids
 

@@ -7,19 +7,22 @@
 A converter is a key map plus a strict load (reference/eagle3.md §2). Weights are read with
 safetensors or `torch.load(weights_only=True)`: loading never executes checkpoint code.
 `load_drafter_engine_style` is an ABLATION that drops unknown names and keeps random init, as
-SGLang's loader does; it exists for the notebooks only.
+SGLang's loader does (by default as SGLang <= 0.5.11, which drops `layers.0.*`); it exists for the
+notebooks only.
 """
 from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
 import torch
 
-from .capture import eagle3_layers, from_hf, to_hf
+from .capture import eagle3_layers, from_hf, sglang_version_tuple, to_hf
 from .config import ConfigError, DrafterConfig, from_llama_dict
-from .drafter import Eagle3Drafter, rope_inv_freq
+from .drafter import FEEDBACK_SERVING, Eagle3Drafter, rope_inv_freq
+from .formats import split_harmless, train_serve_warnings, unsupported_features
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
                        check_finite, check_shapes)
 
@@ -39,6 +42,10 @@ TOP_LEVEL = ("fc.weight", "norm.weight", "lm_head.weight", "embed_tokens.weight"
 
 class CheckpointError(ValueError):
     """A drafter checkpoint cannot be loaded as asked; the message names the file and fault."""
+
+
+class CheckpointWarning(UserWarning):
+    """A drafter checkpoint loads, but carried something that was ignored; the message names it."""
 
 
 # -- reading ---------------------------------------------------------------------------------------
@@ -172,7 +179,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     raw, wfile = read_weights(path)
     rep.notes["weights_file"] = wfile.name
     origin: dict = {}
-    state, rep.unexpected = rename(raw, rep.format, origin)
+    state, unexpected = rename(raw, rep.format, origin)
+    rep.unexpected, ignored, notes = split_harmless(unexpected, str(wfile))
+    rep.warnings += notes
+    rep.notes["ignored_extras"] = ignored
     ours_of = {ck: ours for ours, ck in origin.items()}
     rep.key_names = {k: (ours_of.get(k), tuple(v.shape)) for k, v in raw.items()}
     shapes = expected_shapes(cfg)
@@ -200,6 +210,7 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         L = getattr(target_config, "num_hidden_layers", None)
         rep.notes["aux_layer_ids_implied"] = (list(eagle3_layers(L)) if L else
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
+    rep.warnings += train_serve_warnings(raw_cfg, cfg, rep.format)
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
     rep.notes["dtype"] = str(next(v.dtype for v in state.values() if v.is_floating_point()))
     return rep, state
@@ -220,10 +231,13 @@ def _target_parts(target):
         else target.config, target.get_input_embeddings().weight
 
 
-def load_drafter(path, target=None, *, dtype=torch.float32, device=None) -> Eagle3Drafter:
+def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
+                 feedback: str = FEEDBACK_SERVING) -> Eagle3Drafter:
     """Load a drafter in any format, strictly. `target` (path or model) supplies `embed_tokens`
-    when the checkpoint has none and is checked against the drafter. Raises CheckpointError
-    listing every problem."""
+    when the checkpoint has none and is checked against the drafter. `feedback` is the state fed
+    back across draft steps (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge
+    trains). Known-harmless extras (frozen-target buffers, optimizer leftovers) are dropped with a
+    CheckpointWarning naming them. Raises CheckpointError listing every problem."""
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
     if "embed_tokens.weight" not in state:
@@ -238,7 +252,12 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None) -> Eagl
     if not rep.ok:
         raise CheckpointError(f"cannot load drafter {path} (format {rep.format}):\n  - "
                               + "\n  - ".join(rep.problems))
-    return _build(rep.config, state, dtype, device)
+    for w in rep.warnings:
+        if "not drafter state" in w:
+            warnings.warn(w, CheckpointWarning, stacklevel=2)
+    model = _build(rep.config, state, dtype, device)
+    model.set_feedback(feedback)
+    return model
 
 
 def _complete_vocab_buffers(cfg: DrafterConfig, state: dict) -> None:
@@ -261,15 +280,22 @@ def _build(cfg: DrafterConfig, state: dict, dtype, device) -> Eagle3Drafter:
     return model.to(device or "cpu").eval()
 
 
-def load_drafter_engine_style(path, target, seed: int = 0) -> tuple[Eagle3Drafter, dict]:
-    """ABLATION: SGLang-style non-strict load. Names are taken as the `midlayer.*` engine expects;
-    names that match no parameter are dropped and parameters that get no weight keep their random
-    init, with no error. Returns (drafter, {"dropped": [...], "left_random": [...]})."""
+def load_drafter_engine_style(path, target, seed: int = 0,
+                              sglang_version: str = "0.5.11") -> tuple[Eagle3Drafter, dict]:
+    """ABLATION: SGLang-style non-strict load. Names that match no parameter are dropped and
+    parameters that get no weight keep their random init, with no error. SGLang <= 0.5.11 (the
+    default here) knows only `midlayer.*`, so a speculators `layers.0.*` checkpoint loads with a
+    random decoder layer; from 0.5.12 its draft module is `layers` and `midlayer` is renamed to
+    `layers.0`, so both spellings load (read in the released wheels' llama_eagle3.py).
+    Returns (drafter, {"dropped": [...], "left_random": [...]})."""
     tcfg, temb = _target_parts(target)
     raw_cfg = read_config(Path(path))
     fmt = detect_format(raw_cfg)
     cfg = config_from_dict(raw_cfg, fmt, str(path))
     raw, _ = read_weights(Path(path))
+    if sglang_version_tuple(sglang_version) >= (0, 5, 12):   # both spellings reach the one layer
+        raw = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
+               for k, v in raw.items()}
     torch.manual_seed(seed)
     model = Eagle3Drafter(cfg)
     own = model.state_dict()
@@ -290,8 +316,12 @@ def _llama_dict(cfg: DrafterConfig, dtype: str) -> dict:
             "hidden_act": "silu", "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta,
             "rope_scaling": cfg.rope_scaling, "max_position_embeddings": cfg.max_position_embeddings,
             "vocab_size": cfg.vocab_size, "draft_vocab_size": cfg.draft_vocab_size,
-            "target_hidden_size": cfg.target_hidden_size, "tie_word_embeddings": False,
-            "attention_bias": False, "mlp_bias": False, "torch_dtype": dtype}
+            # NOTE: only when it differs: EAGLE's Model.__init__ copies the target's embedding only
+            # when the config has NO target_hidden_size (hasattr), whatever its value.
+            **({"target_hidden_size": cfg.target_hidden_size}
+               if cfg.target_hidden_size != cfg.hidden_size else {}),
+            "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
+            "torch_dtype": dtype}
 
 
 def config_to_dict(cfg: DrafterConfig, fmt: str, dtype: str, verifier: str | None = None) -> dict:
@@ -314,6 +344,8 @@ def config_to_dict(cfg: DrafterConfig, fmt: str, dtype: str, verifier: str | Non
                 "torch_dtype": dtype}
     d = {"architectures": ["LlamaForCausalLMEagle3" if fmt == "sglang" else "LlamaForCausalLM"],
          **_llama_dict(cfg, dtype), **flags}
+    if fmt == "eagle" and cfg.rope_scaling and "type" not in cfg.rope_scaling:
+        d["rope_scaling"] = {**cfg.rope_scaling, "type": cfg.rope_scaling.get("rope_type")}
     if cfg.aux_layer_ids:
         if fmt == "sglang":
             d["eagle_config"] = {"eagle_aux_hidden_state_layer_ids":
@@ -324,17 +356,27 @@ def config_to_dict(cfg: DrafterConfig, fmt: str, dtype: str, verifier: str | Non
 
 
 def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weights: str = "safetensors",
-                 verifier: str | None = None) -> Path:
-    """Write `drafter` in format `fmt`. A and B omit `embed_tokens` (the engines take the target's);
-    C includes it, as speculators does."""
+                 verifier: str | None = None, allow_lossy: bool = False) -> Path:
+    """Write `drafter` in format `fmt`. B omits `embed_tokens` (SGLang takes the target's); C
+    includes it, as speculators does; A includes it only when target_hidden_size != hidden_size,
+    the one case where EAGLE's loader does not copy the target's. Refuses (CheckpointError) a
+    drafter with features the format's consumer cannot express (`unsupported_features`) unless
+    `allow_lossy`, which writes them anyway (eagle_nb reads them back; that consumer ignores them)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
+    lost = unsupported_features(drafter.config, fmt)
+    if lost and not allow_lossy:
+        raise CheckpointError(f"format {fmt!r} cannot express {lost} (see README 'Formats'); "
+                              f"its consumer would run a different drafter. Choose another format "
+                              f"or pass allow_lossy=True (CLI: --allow-lossy)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dtype = dtype or drafter.fc.weight.dtype
+    dtype = check_dtype(dtype or drafter.fc.weight.dtype, "dtype argument")
+    c = drafter.config
+    keep_embed = fmt == "speculators" or (fmt == "eagle" and c.target_hidden_size != c.hidden_size)
     state = {}
     for k, v in drafter.state_dict().items():
-        if k == "embed_tokens.weight" and fmt != "speculators":
+        if k == "embed_tokens.weight" and not keep_embed:
             continue
         if fmt == "speculators" and k.startswith("midlayer."):
             k = "layers.0." + k[len("midlayer."):]
@@ -351,9 +393,41 @@ def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weigh
     return out
 
 
-def convert(src, dst, to: str, target=None, dtype=None) -> Path:
-    """Strict load in any format, then save in format `to`; layer ids are translated by the
-    config writers, never copied."""
+FLOAT_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def check_dtype(value, where: str) -> torch.dtype:
+    """A float dtype the formats use (float32 / float16 / bfloat16), from a torch.dtype or its
+    name; anything else is a CheckpointError naming `where` and the value."""
+    if isinstance(value, torch.dtype) and value in FLOAT_DTYPES.values():
+        return value
+    if isinstance(value, str) and value.replace("torch.", "") in FLOAT_DTYPES:
+        return FLOAT_DTYPES[value.replace("torch.", "")]
+    raise CheckpointError(f"{where} = {value!r}: not a floating dtype the drafter formats use "
+                          f"({sorted(FLOAT_DTYPES)})")
+
+
+def source_dtype(raw_cfg: dict, where: str) -> torch.dtype:
+    """The dtype a config declares: transformers-5 `dtype`, else `torch_dtype` (top level, then
+    speculators' transformer_layer_config); float32 when none is given."""
+    layer = raw_cfg.get("transformer_layer_config")
+    for scope, d in (("", raw_cfg), ("transformer_layer_config.", layer if isinstance(layer, dict) else {})):
+        for name in ("dtype", "torch_dtype"):
+            if d.get(name) is not None:
+                return check_dtype(d[name], f"{where}: field {scope + name!r}")
+    return torch.float32
+
+
+def convert(src, dst, to: str, target=None, dtype=None, allow_lossy: bool = False) -> Path:
+    """Strict load in any format, then save in format `to` in the source's dtype (or `dtype`);
+    layer ids are translated by the config writers, never copied. Refuses a destination format
+    that cannot express the source's features unless `allow_lossy`."""
+    src_dtype = source_dtype(read_config(Path(src)), str(Path(src) / "config.json"))
+    out_dtype = src_dtype if dtype is None else check_dtype(dtype, "dtype argument")
     drafter = load_drafter(src, target, dtype=torch.float32)
-    src_dtype = getattr(torch, read_config(Path(src)).get("torch_dtype") or "float32", torch.float32)
-    return save_drafter(drafter, dst, to, dtype=dtype or src_dtype)
+    lost = unsupported_features(drafter.config, to) if to in FORMATS else []
+    if lost and not allow_lossy:
+        raise CheckpointError(f"cannot convert {src} to format {to!r}: that format cannot express "
+                              f"{lost} (see README 'Formats'); pass allow_lossy=True "
+                              f"(CLI: --allow-lossy) to write it anyway")
+    return save_drafter(drafter, dst, to, dtype=out_dtype, allow_lossy=allow_lossy)

@@ -70,7 +70,7 @@ def cmd_inspect(a) -> int:
 
 def cmd_convert(a) -> int:
     from .checkpoints import convert
-    out = convert(a.src, a.dst, a.to, target=a.target)
+    out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy)
     print(f"wrote {a.to} checkpoint to {out}")
     return 0
 
@@ -160,6 +160,8 @@ def main(argv=None) -> None:
     p.add_argument("dst")
     p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators"])
     p.add_argument("--target", default=None, help="supplies embed_tokens when the source has none")
+    p.add_argument("--allow-lossy", action="store_true",
+                   help="write even when the destination format cannot express a source feature")
     p.set_defaults(fn=cmd_convert)
 
     p = sub.add_parser("speculate", help="speculative decoding with acceptance metrics")

@@ -29,6 +29,12 @@ FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # FAULT: skip fc when the input is
 FC_POLICIES = (FC_STRICT, FC_ENGINE_WIDTH_CHECK)
 
 
+# The state fed back to the next draft step (reference/eagle3.md §1.3, §10). With norm_output
+# unset both give the pre-norm layer output; they differ only for norm_output=True drafts.
+FEEDBACK_SERVING = "serving"    # SGLang >= 0.5.12, vLLM: post-norm state when norm_output, else pre-norm
+FEEDBACK_PRENORM = "pre-norm"   # SpecForge training (whatever norm_output says), EAGLE, SGLang <= 0.5.11
+FEEDBACKS = (FEEDBACK_SERVING, FEEDBACK_PRENORM)
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
@@ -158,9 +164,10 @@ class Eagle3DecoderLayer(nn.Module):
 
 
 class Eagle3Drafter(nn.Module):
-    def __init__(self, cfg: DrafterConfig):
+    def __init__(self, cfg: DrafterConfig, feedback: str = FEEDBACK_SERVING):
         super().__init__()
         self.config = cfg
+        self.set_feedback(feedback)
         H, Ht = cfg.hidden_size, cfg.target_hidden_size
         self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
         if cfg.norm_before_fc:
@@ -210,7 +217,18 @@ class Eagle3Drafter(nn.Module):
         h = self.midlayer(e, g, cos, sin, cache, start, mask)            # (B, T, H) pre-norm
         hn = self.norm(h)
         logits = self.lm_head(hn)                                        # (B, T, Vd)
-        return logits, (hn if self.config.norm_output else h)
+        return logits, (hn if self.feeds_back_post_norm else h)
+
+    def set_feedback(self, feedback: str) -> None:
+        """Choose the fed-back state: FEEDBACK_SERVING (default, what the engines serve) or
+        FEEDBACK_PRENORM (what SpecForge trains norm_output drafts with)."""
+        if feedback not in FEEDBACKS:
+            raise ValueError(f"feedback must be one of {FEEDBACKS}, got {feedback!r}")
+        self.feedback = feedback
+
+    @property
+    def feeds_back_post_norm(self) -> bool:
+        return bool(self.config.norm_output) and self.feedback == FEEDBACK_SERVING
 
     def _rope(self, n: int, like: torch.Tensor):
         """cos/sin tables for positions 0..n-1, grown on demand and kept (no per-step rebuild)."""

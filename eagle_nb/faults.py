@@ -129,7 +129,8 @@ def _shift(by: int):
 FAULTS: tuple[Fault, ...] = (
     Fault("layers0-keys-dropped",
           "a speculators checkpoint (`layers.0.*`) loaded by a `midlayer.*` engine-style "
-          "non-strict loader: the decoder layer stays random",
+          "non-strict loader (SGLang <= 0.5.11; 0.5.12+ loads `layers.0.*`): the decoder layer "
+          "stays random",
           "reference/eagle3.md §2.3-2.4 (format C keys; how the engines load them)",
           "drafter, d2t",
           _engine_drafter),

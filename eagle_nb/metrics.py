@@ -27,6 +27,9 @@ class AcceptanceMetrics:
     accept_histogram: list[float]             # gpt-fast "Acceptance probs": P(accepted == m), m=0..k
     accept_counts: list[int]                  # raw histogram counts
     sglang_accept_rate_by_draft_tokens: float  # PR #13212..#23530: accept_len / num_draft_tokens
+    # SGLang per-request meta_info `spec_accept_length`: completion tokens / verify steps (the token
+    # from prefill counted), averaged over requests; None when completion counts were not given.
+    sglang_spec_accept_length: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -69,8 +72,20 @@ METRICS: tuple[Metric, ...] = (
     Metric("sglang_accept_rate_by_draft_tokens", "SGLang accept rate = len/(k+1) (PR #13212)",
            "accept_len / num_draft_tokens (num_draft_tokens = k + 1 for a chain)",
            "SGLang PR #13212 to #23530", lambda v: round(v, 3)),
+    Metric("sglang_spec_accept_length", "SGLang per-request spec_accept_length",
+           "completion tokens / verify steps per request (prefill token included), mean over "
+           "requests", "SGLang meta_info spec_accept_length (tokenizer_manager.py, 0.5.14)",
+           lambda v: "-" if v is None else round(v, 3)),
 )
 FORMULAS = {m.name: m.definition for m in METRICS}
+
+# The accept rate in SGLang's decode log line, by release (read in the released wheels'
+# scheduler metrics code): <= 0.5.10 accept_len / num_draft_tokens; >= 0.5.11 (PR #23530)
+# accepted drafts / proposed drafts (bonus token and root slot excluded).
+SGLANG_RATE_FORMULAS = {
+    "by_drafts": "SGLang >= 0.5.11 (PR #23530): accepted drafts / proposed drafts",
+    "by_draft_tokens": "SGLang <= 0.5.10 (PR #13212): accept len / num_draft_tokens",
+}
 
 
 def summary(m: AcceptanceMetrics) -> dict:
@@ -90,12 +105,24 @@ def table_column(m: AcceptanceMetrics) -> dict:
 def report_lines(m: AcceptanceMetrics) -> list[str]:
     """The text report: one line per metric, then the lines SGLang and vLLM would log."""
     return [f"{x.label}: {x.fmt(getattr(m, x.name))}" for x in METRICS] + [
-        f"SGLang (accept_len/num_draft_tokens): {sglang_log_line(m)}",
-        f"SGLang (accepted/proposed): {sglang_log_line(m, 'by_drafts')}",
+        f"SGLang >= 0.5.11 log (accepted/proposed drafts): {sglang_log_line(m)}",
+        f"SGLang <= 0.5.10 log (accept_len/num_draft_tokens): {sglang_log_line(m, 'by_draft_tokens')}",
         f"vLLM: {vllm_log_line(m)}"]
 
 
-def acceptance_metrics(accept_counts: list[int], depth: int) -> AcceptanceMetrics:
+def sglang_spec_accept_length(completion_tokens: int, verify_steps: int) -> float:
+    """SGLang's per-request `spec_accept_length` (tokenizer_manager.py, 0.5.14): completion tokens
+    over verify steps. The first token comes from prefill, not from a verify, yet is counted, so
+    this exceeds tau = 1 + accepted / verify steps by about 1 / verify steps."""
+    if verify_steps <= 0:
+        raise ValueError(f"verify_steps must be > 0, got {verify_steps}")
+    return completion_tokens / verify_steps
+
+
+def acceptance_metrics(accept_counts: list[int], depth: int,
+                       completions: list[tuple[int, int]] | None = None) -> AcceptanceMetrics:
+    """`completions`: optional (completion tokens, verify steps) per request, for SGLang's
+    per-request spec_accept_length."""
     n = len(accept_counts)
     if n == 0:
         raise ValueError("no verify steps: nothing to measure")
@@ -113,7 +140,9 @@ def acceptance_metrics(accept_counts: list[int], depth: int) -> AcceptanceMetric
         draft_acceptance_rate=accepted / (n * depth),
         conditional_alpha=[(r / t if t else None) for r, t in zip(reach, tried)],
         accept_histogram=[h / n for h in hist], accept_counts=hist,
-        sglang_accept_rate_by_draft_tokens=tau / (depth + 1))
+        sglang_accept_rate_by_draft_tokens=tau / (depth + 1),
+        sglang_spec_accept_length=None if not completions else
+        sum(sglang_spec_accept_length(c, v) for c, v in completions) / len(completions))
 
 
 def from_stats(stats_list) -> AcceptanceMetrics:
@@ -121,16 +150,23 @@ def from_stats(stats_list) -> AcceptanceMetrics:
     depths = {s.depth for s in stats_list}
     if len(depths) != 1:
         raise ValueError(f"cannot pool traces of different depths {sorted(depths)}")
-    return acceptance_metrics([a for s in stats_list for a in s.accept_counts], depths.pop())
+    completions = [(len(s.tokens), len(s.steps)) for s in stats_list]
+    if not all(c and v for c, v in completions):   # traces without their tokens: not computable
+        completions = None
+    return acceptance_metrics([a for s in stats_list for a in s.accept_counts], depths.pop(),
+                              completions)
 
 
-def sglang_log_line(m: AcceptanceMetrics, formula: str = "by_draft_tokens") -> str:
-    """The decode log line SGLang prints, under the chosen accept-rate formula."""
-    if formula not in ("by_draft_tokens", "by_drafts"):
-        raise ValueError(f"unknown SGLang accept-rate formula {formula!r}")
+def sglang_log_line(m: AcceptanceMetrics, formula: str = "by_drafts", label: bool = False) -> str:
+    """The decode log line SGLang prints, under the chosen accept-rate formula: "by_drafts" (the
+    current one, SGLang >= 0.5.11) or "by_draft_tokens" (<= 0.5.10). `label` appends which."""
+    if formula not in SGLANG_RATE_FORMULAS:
+        raise ValueError(f"unknown SGLang accept-rate formula {formula!r}; "
+                         f"choose from {sorted(SGLANG_RATE_FORMULAS)}")
     rate = m.sglang_accept_rate_by_draft_tokens if formula == "by_draft_tokens" \
         else m.draft_acceptance_rate                       # accepted / proposed (PR #23530)
-    return f"accept len: {m.accept_length:.2f}, accept rate: {rate:.2f}"
+    line = f"accept len: {m.accept_length:.2f}, accept rate: {rate:.2f}"
+    return f"{line}  [{SGLANG_RATE_FORMULAS[formula]}]" if label else line
 
 
 def vllm_log_line(m: AcceptanceMetrics) -> str:

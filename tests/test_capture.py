@@ -375,12 +375,21 @@ def test_conventions():
         from_hf([1], "medusa")
 
 
-def test_sglang_capture_ids():
-    """SGLang before PR 25454 always adds 1; after it, only when the first id is 1."""
-    assert sglang_capture_ids([1, 29, 57]) == [2, 30, 58]
-    assert sglang_capture_ids([2, 30, 58]) == [2, 30, 58]
-    assert sglang_capture_ids([2, 30, 58], after_pr_25454=False) == [3, 31, 59]
-    assert sglang_capture_ids([1, 29, 57], after_pr_25454=False) == [2, 30, 58]
+def test_sglang_capture_ids_per_architecture_and_version():
+    """SGLang's llama.py (and qwen*.py) always add 1 to nested ids, in every release; the DeepSeek-V2
+    / GLM-4-MoE-lite family adds 1 only when the first id is 1, from 0.5.13 on (read in the
+    0.5.9-0.5.23 wheels)."""
+    for version in ("0.5.9", "0.5.14", "0.5.23"):
+        assert sglang_capture_ids([1, 29, 57], "LlamaForCausalLM", version) == [2, 30, 58]
+        assert sglang_capture_ids([2, 30, 58], "LlamaForCausalLM", version) == [3, 31, 59]
+        assert sglang_capture_ids([2, 30, 58], "Qwen3ForCausalLM", version) == [3, 31, 59]
+    assert sglang_capture_ids([2, 30, 58]) == [3, 31, 59]            # default: llama, current
+    for arch in ("DeepseekV3ForCausalLM", "Glm4MoeLiteForCausalLM", "KimiK25ForConditionalGeneration"):
+        assert sglang_capture_ids([1, 29, 57], arch, "0.5.14") == [2, 30, 58]
+        assert sglang_capture_ids([2, 30, 58], arch, "0.5.14") == [2, 30, 58]
+        assert sglang_capture_ids([2, 30, 58], arch, "0.5.12") == [3, 31, 59]
+    with pytest.raises(ValueError, match="cannot read SGLang version"):
+        sglang_capture_ids([1], "LlamaForCausalLM", "latest")
 
 
 # ---------------------------------------------------------------- dtype / device / detach / history

@@ -72,14 +72,59 @@ def test_round_trip_same_weights_same_logits(tmp_path, drafter, target, inputs, 
 @pytest.mark.parametrize("fmt", ["eagle", "sglang", "speculators"])
 def test_round_trip_keeps_variant_flags(tmp_path, target, inputs, fmt):
     """A drafter with every variant flag on (norm_before_fc, fc_norm, norm_before_residual,
-    norm_output) and their extra norm weights round-trips through each format unchanged."""
+    norm_output) and their extra norm weights round-trips through each format unchanged (A and B
+    cannot express some of them for their own consumers, so they need allow_lossy)."""
     flags = dict(norm_before_fc=True, fc_norm=True, norm_before_residual=True, norm_output=True)
     d = tiny_drafter(seed=13, **flags)
     with torch.no_grad():
         d.embed_tokens.weight.copy_(target.get_input_embeddings().weight)
-    loaded = load_drafter(save_drafter(d, tmp_path / fmt, fmt), target=target)
+    lossy = fmt != "speculators"
+    loaded = load_drafter(save_drafter(d, tmp_path / fmt, fmt, allow_lossy=lossy), target=target)
     assert {k: getattr(loaded.config, k) for k in flags} == flags
     _assert_same(d, loaded, inputs)
+
+
+@pytest.mark.parametrize("flag,refused_by", [
+    ("fc_norm", ["eagle"]), ("norm_output", ["eagle"]),
+    ("norm_before_fc", ["eagle", "sglang"]), ("norm_before_residual", ["eagle", "sglang"])])
+def test_save_and_convert_refuse_what_the_format_cannot_express(tmp_path, target, flag, refused_by):
+    """EAGLE's Model has no EAGLE-3.1 flags; SGLang 0.5.14 has fc_norm and norm_output but not
+    norm_before_fc / norm_before_residual. save_drafter and convert (API and CLI) refuse those
+    destinations naming the flag, unless allow_lossy / --allow-lossy; speculators carries all."""
+    d = tiny_drafter(seed=14, **{flag: True})
+    src = save_drafter(d, tmp_path / "src", "speculators")
+    for fmt in ("eagle", "sglang", "speculators"):
+        if fmt in refused_by:
+            with pytest.raises(CheckpointError, match=rf"cannot express \['{flag}=True'\]"):
+                save_drafter(d, tmp_path / f"s_{fmt}", fmt)
+            with pytest.raises(CheckpointError, match=rf"cannot convert .* to format '{fmt}'.*{flag}"):
+                convert(src, tmp_path / f"c_{fmt}", fmt)
+            assert not (tmp_path / f"c_{fmt}" / "config.json").exists()
+            out = convert(src, tmp_path / f"l_{fmt}", fmt, allow_lossy=True)
+            assert read_config(out)[flag] is True
+        else:
+            convert(src, tmp_path / f"c_{fmt}", fmt, target=target)
+    if "sglang" in refused_by:
+        cli = [sys.executable, "-m", "eagle_nb", "convert", str(src), str(tmp_path / "cli"), "--to", "sglang"]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        r = subprocess.run(cli, capture_output=True, text=True, env=env)
+        assert r.returncode != 0 and flag in r.stderr + r.stdout
+        assert subprocess.run(cli + ["--allow-lossy"], capture_output=True, text=True, env=env).returncode == 0
+
+
+def test_eagle_format_cannot_express_other_geometries():
+    """Format A's consumer (EAGLE cnets.py) hard-codes 3 aux layers, head_dim = H / heads and
+    linear/dynamic RoPE scaling only: each is named."""
+    from eagle_nb.checkpoints import unsupported_features
+    base = tiny_drafter(seed=15).config
+    from dataclasses import replace
+    assert unsupported_features(base, "eagle") == []
+    assert "num_aux=2" in unsupported_features(replace(base, aux_layer_ids=[2, 4]), "eagle")[0]
+    assert "head_dim" in unsupported_features(replace(base, head_dim=base.head_dim * 2), "eagle")[0]
+    llama3 = {"rope_type": "llama3", "factor": 8.0}
+    assert "llama3" in unsupported_features(replace(base, rope_scaling=llama3), "eagle")[0]
+    assert unsupported_features(replace(base, rope_scaling={"rope_type": "linear", "factor": 2.0}),
+                                "eagle") == []
 
 
 def test_formats_a_b_need_the_target_embedding(tmp_path, drafter):
@@ -363,6 +408,20 @@ def test_engine_style_load_drops_speculators_names(tmp_path, drafter, target, in
     torch.testing.assert_close(_logits(strict, inputs), _logits(drafter, inputs))
 
 
+@pytest.mark.parametrize("version,dropped", [("0.5.11", True), ("0.5.12", False), ("0.5.14", False)])
+def test_engine_style_layers0_keys_by_sglang_version(tmp_path, drafter, target, inputs, version, dropped):
+    """SGLang renamed its draft module to `layers` (midlayer -> layers.0) in 0.5.12: from then on
+    a `layers.0.*` checkpoint loads completely there; before, its decoder layer stayed random. A
+    `midlayer.*` (format B) checkpoint loads in every version."""
+    spec = _good(tmp_path, drafter, "speculators")
+    eng, info = load_drafter_engine_style(spec, target, sglang_version=version)
+    assert bool(info["left_random"]) == dropped
+    if not dropped:
+        torch.testing.assert_close(_logits(eng, inputs), _logits(drafter, inputs))
+    b = save_drafter(drafter, tmp_path / "b", "sglang")
+    assert load_drafter_engine_style(b, target, sglang_version=version)[1]["left_random"] == []
+
+
 # -- CLI ------------------------------------------------------------------------------------------
 def _cli(*args):
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
@@ -400,3 +459,56 @@ def test_cli_convert_to_speculators(tmp_path, drafter, inputs):
     assert detect_format(read_config(dst)) == "speculators"
     assert read_config(dst)["eagle_aux_hidden_state_layer_ids"] == AUX_HF
     _assert_same(drafter, load_drafter(dst), inputs)
+
+
+# -- dtype of the written file ----------------------------------------------------------------------
+@pytest.mark.parametrize("field", ["dtype", "torch_dtype"])
+def test_convert_keeps_the_declared_dtype_either_field(tmp_path, drafter, target, field):
+    """convert writes in the source's dtype, read from transformers-5 `dtype` as well as
+    `torch_dtype`: a bf16 format-B file stays bf16 (weights and label)."""
+    src = save_drafter(drafter, tmp_path / "b", "sglang", dtype=torch.bfloat16)
+    cfg = read_config(src)
+    cfg.pop("torch_dtype")
+    cfg[field] = "bfloat16"
+    (src / "config.json").write_text(json.dumps(cfg))
+    out = convert(src, tmp_path / "c", "speculators", target=target)
+    assert read_config(out)["torch_dtype"] == "bfloat16"
+    assert load_file(str(out / "model.safetensors"))["fc.weight"].dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("value", ["int8", "float64", "auto", 7])
+def test_convert_refuses_a_dtype_the_formats_do_not_use(tmp_path, drafter, target, value):
+    """Only float32 / float16 / bfloat16: anything else is an error naming the field and value,
+    for the config field and for the dtype argument alike."""
+    src = save_drafter(drafter, tmp_path / "b", "sglang")
+    cfg = read_config(src)
+    cfg["dtype"] = value
+    (src / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=rf"field 'dtype' = {re.escape(repr(value))}"):
+        convert(src, tmp_path / "c", "speculators", target=target)
+    good = save_drafter(drafter, tmp_path / "ok", "speculators")
+    with pytest.raises(CheckpointError, match="dtype argument = torch.int8"):
+        convert(good, tmp_path / "d", "sglang", dtype=torch.int8)
+
+
+# -- extras trainers leave behind -------------------------------------------------------------------
+def test_known_harmless_extras_load_with_a_warning_unknown_ones_fail(tmp_path, drafter, target, inputs):
+    """Frozen-target buffers (`target_model.*`, as EAGLE's DeepSpeed save leaves them) and optimizer
+    leftovers load with a CheckpointWarning naming each key; an unknown key under the drafter's
+    own prefix (`midlayer.`) is still refused."""
+    from eagle_nb.checkpoints import CheckpointWarning
+    path = save_drafter(drafter, tmp_path / "a", "eagle", weights="bin")
+    state = torch.load(path / "pytorch_model.bin", weights_only=True)
+    extra = {"target_model.model.layers.3.self_attn.rotary_emb.inv_freq": torch.ones(4),
+             "optimizer.state.0.exp_avg": torch.zeros(2)}
+    torch.save({**state, **extra}, path / "pytorch_model.bin")
+    with pytest.warns(CheckpointWarning) as rec:
+        loaded = load_drafter(path, target=target)
+    text = " ".join(str(w.message) for w in rec)
+    assert all(k in text for k in extra)
+    _assert_same(drafter, loaded, inputs)
+    rep, _ = inspect_checkpoint(path, None)
+    assert rep.ok and sorted(rep.notes["ignored_extras"]) == sorted(extra)
+    torch.save({**state, "midlayer.self_attn.bogus.weight": torch.ones(2)}, path / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=r"unexpected keys \['midlayer.self_attn.bogus.weight'\]"):
+        load_drafter(path, target=target)

@@ -296,3 +296,26 @@ def test_unknown_rope_type_raises_config_error():
     """An unsupported rope_scaling type is a ConfigError naming the type, not a silent default."""
     with pytest.raises(ConfigError, match="no_such_rope"):
         dr.Eagle3Drafter(tiny_drafter_config(rope_scaling={"rope_type": "no_such_rope", "factor": 2.0}))
+
+
+def test_fed_back_state_is_an_explicit_option():
+    """With norm_output the default feedback ('serving', SGLang/vLLM) returns the post-norm state,
+    'pre-norm' (SpecForge training) the pre-norm one; step-1 logits are the same either way, the
+    next step's differ. Without norm_output both options feed back the pre-norm state."""
+    from eagle_nb.drafter import FEEDBACK_PRENORM
+    d = tiny_drafter(seed=21, norm_output=True)
+    ids, feats = tiny_features(d, B=1, T=5, seed=22)
+    with torch.no_grad():
+        l1, g_serve = d(ids, feats)
+        d.set_feedback(FEEDBACK_PRENORM)
+        l1b, g_pre = d(ids, feats)
+        assert torch.equal(l1, l1b)
+        assert torch.allclose(g_serve, d.norm(g_pre))
+        assert (d.step(ids, g_serve)[0] - d.step(ids, g_pre)[0]).abs().max() > 1e-2
+    plain = tiny_drafter(seed=21)
+    with torch.no_grad():
+        a = plain(ids, feats)[1]
+        plain.set_feedback(FEEDBACK_PRENORM)
+        assert torch.equal(a, plain(ids, feats)[1])
+    with pytest.raises(ValueError, match="feedback must be one of"):
+        d.set_feedback("post")

@@ -10,8 +10,8 @@ import random
 import pytest
 
 from eagle_nb import metrics as M
-from eagle_nb.metrics import (AcceptanceMetrics, acceptance_metrics, from_stats, sglang_log_line,
-                              vllm_log_line)
+from eagle_nb.metrics import (FORMULAS, AcceptanceMetrics, acceptance_metrics, from_stats,
+                              sglang_log_line, sglang_spec_accept_length, vllm_log_line)
 from eagle_nb.speculate import SpecStats, VerifyStep
 
 K = 4
@@ -86,12 +86,33 @@ def test_sglang_worked_example_dead_drafter():
     counts = [1] + [0] * 19
     m = acceptance_metrics(counts, K)
     assert m.accept_length - 1 == pytest.approx(0.05)        # gpt-fast Mean Accepted
-    assert sglang_log_line(m) == "accept len: 1.05, accept rate: 0.21"
+    assert sglang_log_line(m, "by_draft_tokens") == "accept len: 1.05, accept rate: 0.21"
     assert m.sglang_accept_rate_by_draft_tokens == pytest.approx(1.05 / 5)
-    assert m.draft_acceptance_rate == pytest.approx(0.0125)   # SGLang after PR #23530
-    assert sglang_log_line(m, formula="by_drafts") == "accept len: 1.05, accept rate: 0.01"
+    assert m.draft_acceptance_rate == pytest.approx(0.0125)
+    assert sglang_log_line(m) == "accept len: 1.05, accept rate: 0.01"     # current default
+    assert sglang_log_line(m, label=True).endswith("[SGLang >= 0.5.11 (PR #23530): accepted "
+                                                   "drafts / proposed drafts]")
+    assert "SGLang <= 0.5.10" in sglang_log_line(m, "by_draft_tokens", label=True)
     zero = acceptance_metrics([0] * 20, K)
-    assert sglang_log_line(zero) == "accept len: 1.00, accept rate: 0.20"
+    assert sglang_log_line(zero, "by_draft_tokens") == "accept len: 1.00, accept rate: 0.20"
+    assert sglang_log_line(zero) == "accept len: 1.00, accept rate: 0.00"
+    with pytest.raises(ValueError, match="unknown SGLang accept-rate formula"):
+        sglang_log_line(m, "by_tokens")
+
+
+def test_sglang_spec_accept_length_counts_the_prefill_token():
+    """SGLang's per-request spec_accept_length = completion tokens / verify steps: a request of 20
+    verify steps accepting 1 draft in all produced 1 (prefill) + 20 + 1 = 22 tokens -> 1.10, not
+    tau = 1.05; several requests are averaged per request, not pooled."""
+    assert sglang_spec_accept_length(22, 20) == pytest.approx(1.10)
+    m = acceptance_metrics([1] + [0] * 19, K, completions=[(22, 20)])
+    assert m.sglang_spec_accept_length == pytest.approx(1.10)
+    assert m.accept_length == pytest.approx(1.05)
+    two = acceptance_metrics([4, 4, 0, 0, 0, 0], K, completions=[(11, 2), (5, 4)])
+    assert two.sglang_spec_accept_length == pytest.approx((5.5 + 1.25) / 2)
+    assert acceptance_metrics([0], K).sglang_spec_accept_length is None
+    with pytest.raises(ValueError, match="verify_steps"):
+        sglang_spec_accept_length(3, 0)
 
 
 def test_vllm_log_line_carries_the_per_position_rates():
@@ -119,6 +140,10 @@ def test_from_stats_pools_requests_and_refuses_mixed_depths():
     requests), and refuses traces of different depths or no traces at all."""
     pooled = from_stats([stats_of(COUNTS[:3], K), stats_of(COUNTS[3:], K)])
     assert pooled == acceptance_metrics(COUNTS, K)
+    assert pooled.sglang_spec_accept_length is None        # traces carry no tokens
+    a, b = stats_of([4, 0], K), stats_of([1], K)
+    a.tokens, b.tokens = [0] * (1 + 5 + 1), [0] * (1 + 2)   # prefill token + (accepted + 1) each
+    assert from_stats([a, b]).sglang_spec_accept_length == pytest.approx((7 / 2 + 3 / 1) / 2)
     with pytest.raises(ValueError, match="different depths"):
         from_stats([stats_of([1, 2], 4), stats_of([1], 3)])
     with pytest.raises(ValueError):
