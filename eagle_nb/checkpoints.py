@@ -12,7 +12,10 @@ SGLang's loader does; it exists for the notebooks only.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -20,6 +23,7 @@ import torch
 from .capture import eagle3_layers, from_hf, to_hf
 from .config import ConfigError, DrafterConfig, from_llama_dict
 from .drafter import Eagle3Drafter, rope_inv_freq
+from .files import AtomicDir, UserFileError, check_destination, is_dir, read_json_object, show
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
                        check_finite, check_shapes)
 
@@ -43,13 +47,19 @@ class CheckpointError(ValueError):
 
 # -- reading ---------------------------------------------------------------------------------------
 def read_config(path: Path) -> dict:
-    f = Path(path) / "config.json"
-    if not f.exists():
-        raise CheckpointError(f"{path}: no config.json")
+    """config.json of a checkpoint directory: a regular UTF-8 file holding a JSON object."""
+    path = Path(path)
+    if not is_dir(path):
+        what = "a file" if path.exists() else "missing"
+        raise CheckpointError(f"{show(path)}: {what}; expected a checkpoint directory holding "
+                              f"config.json and the weights")
+    f = path / "config.json"
+    if not os.path.lexists(f):
+        raise CheckpointError(f"{show(path)}: no config.json")
     try:
-        return json.loads(f.read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{f}: invalid JSON ({e})") from None
+        return read_json_object(f, "config")
+    except UserFileError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def detect_format(cfg: dict) -> str:
@@ -205,6 +215,10 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None) -> Eagl
     """Load a drafter in any format, strictly. `target` (path or model) supplies `embed_tokens`
     when the checkpoint has none and is checked against the drafter. Raises CheckpointError
     listing every problem."""
+    return _load(path, target, dtype, device)[0]
+
+
+def _load(path, target, dtype, device) -> tuple[Eagle3Drafter, Report, torch.Tensor | None]:
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
     if "embed_tokens.weight" not in state:
@@ -219,7 +233,7 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None) -> Eagl
     if not rep.ok:
         raise CheckpointError(f"cannot load drafter {path} (format {rep.format}):\n  - "
                               + "\n  - ".join(rep.problems))
-    return _build(rep.config, state, dtype, device)
+    return _build(rep.config, state, dtype, device), rep, temb
 
 
 def _complete_vocab_buffers(cfg: DrafterConfig, state: dict) -> None:
@@ -305,9 +319,11 @@ def config_to_dict(cfg: DrafterConfig, fmt: str, dtype: str, verifier: str | Non
 
 
 def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weights: str = "safetensors",
-                 verifier: str | None = None) -> Path:
-    """Write `drafter` in format `fmt`. A and B omit `embed_tokens` (the engines take the target's);
-    C includes it, as speculators does."""
+                 verifier: str | None = None, embed: bool | None = None) -> Path:
+    """Write `drafter` in format `fmt` into `out_dir` (replacing its config and weights files).
+    `embed=None` follows the format: A and B omit `embed_tokens` (the engines take the target's),
+    C includes it, as speculators does; `embed=True` stores it in any format.
+    NOTE: writes in place; `convert` is the safe path for a user's directories."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
     out = Path(out_dir)
@@ -315,7 +331,7 @@ def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weigh
     dtype = dtype or drafter.fc.weight.dtype
     state = {}
     for k, v in drafter.state_dict().items():
-        if k == "embed_tokens.weight" and fmt != "speculators":
+        if k == "embed_tokens.weight" and not (fmt == "speculators" if embed is None else embed):
             continue
         if fmt == "speculators" and k.startswith("midlayer."):
             k = "layers.0." + k[len("midlayer."):]
@@ -332,9 +348,53 @@ def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weigh
     return out
 
 
-def convert(src, dst, to: str, target=None, dtype=None) -> Path:
+def _embed_policy(rep: Report, drafter: Eagle3Drafter, temb, to: str, drop_embed: bool) -> tuple[bool, str]:
+    """(store embed_tokens in the output?, the sentence saying so). A drafter's own embedding is
+    never dropped silently: SGLang replaces it with the target's (reference/eagle3.md §9 row 14),
+    so format B needs `drop_embed` unless the two are identical."""
+    own = rep.notes.get("has_embed_tokens")
+    if to == "speculators":
+        return True, ("embed_tokens: stored, the source's own" if own else
+                      "embed_tokens: stored, taken from the target (the source has none)")
+    if not own:
+        return False, "embed_tokens: not stored (the source has none); engines use the target's"
+    same = temb is not None and tuple(temb.shape) == tuple(drafter.embed_tokens.weight.shape) and \
+        torch.equal(temb.detach().float().cpu(), drafter.embed_tokens.weight.detach().float().cpu())
+    if same:
+        return False, "embed_tokens: not stored; the source's own is identical to the target's"
+    if drop_embed:
+        return False, ("embed_tokens: NOT stored (--drop-embed): the engines will use the TARGET's "
+                       "embedding, not the one this drafter was trained with")
+    if to == "eagle":
+        return True, ("embed_tokens: stored, the source's own (vLLM loads a drafter's own embedding "
+                      "when present; SGLang always uses the target's)")
+    diff = "" if temb is None else " and differs from the target's"
+    raise CheckpointError(
+        f"the source drafter carries its own embed_tokens{diff}, but SGLang replaces a drafter's "
+        f"embedding with the target's, so the converted drafter would not be the same model. Convert "
+        f"to 'eagle' or 'speculators' (both keep it), pass --target if the embedding is the "
+        f"target's (checked for equality), or pass --drop-embed (drop_embed=True) to accept the "
+        f"target's embedding; nothing was written")
+
+
+def convert(src, dst, to: str, target=None, dtype=None, *, force: bool = False,
+            drop_embed: bool = False, notes: list | None = None) -> Path:
     """Strict load in any format, then save in format `to`; layer ids are translated by the
-    config writers, never copied."""
-    drafter = load_drafter(src, target, dtype=torch.float32)
+    config writers, never copied. `dst` must be new or empty unless `force` (then it is replaced
+    entirely); it can never be or contain `src`. The output is written to a temporary directory
+    beside `dst` and renamed into place. `notes` (a list) receives what was decided about
+    `embed_tokens`, for the CLI to print."""
+    if to not in FORMATS:
+        raise ValueError(f"unknown format {to!r}; choose from {FORMATS}")
+    try:
+        check_destination(dst, force, protect=(src, target))
+    except UserFileError as e:
+        raise CheckpointError(str(e)) from None
+    drafter, rep, temb = _load(src, target, torch.float32, None)
     src_dtype = getattr(torch, read_config(Path(src)).get("torch_dtype") or "float32", torch.float32)
-    return save_drafter(drafter, dst, to, dtype=dtype or src_dtype)
+    store_embed, note = _embed_policy(rep, drafter, temb, to, drop_embed)
+    with AtomicDir(dst) as tmp:
+        save_drafter(drafter, tmp, to, dtype=dtype or src_dtype, embed=store_embed)
+    if notes is not None:
+        notes.append(note)
+    return Path(dst)

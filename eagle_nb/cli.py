@@ -72,8 +72,12 @@ def cmd_inspect(a) -> int:
 
 def cmd_convert(a) -> int:
     from .checkpoints import convert
-    out = convert(a.src, a.dst, a.to, target=a.target)
+    notes: list[str] = []
+    out = convert(a.src, a.dst, a.to, target=a.target, force=a.force, drop_embed=a.drop_embed,
+                  notes=notes)
     print(f"wrote {a.to} checkpoint to {out}")
+    for n in notes:
+        print(n)
     return 0
 
 
@@ -125,6 +129,10 @@ def main(argv=None) -> None:
     p.add_argument("dst")
     p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators"])
     p.add_argument("--target", default=None, help="supplies embed_tokens when the source has none")
+    p.add_argument("--force", action="store_true",
+                   help="replace DST entirely when it is a non-empty directory (never allowed: DST = SRC)")
+    p.add_argument("--drop-embed", action="store_true",
+                   help="do not store the source's own embed_tokens (engines then use the target's)")
     p.set_defaults(fn=cmd_convert)
 
     p = sub.add_parser("speculate", help="speculative decoding with acceptance metrics")

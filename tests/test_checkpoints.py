@@ -95,10 +95,11 @@ def test_formats_a_b_need_the_target_embedding(tmp_path, drafter):
 
 
 def test_convert_chain_a_c_b_a_keeps_logits(tmp_path, drafter, target, inputs):
-    """convert() A -> C -> B -> A: every intermediate loads to the same drafter and logits."""
+    """convert() A -> C -> B -> A: every intermediate loads to the same drafter and logits. C -> B
+    is given the target, so the stored embedding is checked equal to the target's and dropped."""
     a = save_drafter(drafter, tmp_path / "a", "eagle")
     c = convert(a, tmp_path / "c", "speculators", target=target)
-    b = convert(c, tmp_path / "b", "sglang")
+    b = convert(c, tmp_path / "b", "sglang", target=target)
     a2 = convert(b, tmp_path / "a2", "eagle", target=target)
     for p, fmt in [(c, "speculators"), (b, "sglang"), (a2, "eagle")]:
         assert detect_format(read_config(p)) == fmt
