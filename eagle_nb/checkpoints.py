@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 
 from .capture import eagle3_layers, from_hf, to_hf
-from .config import ConfigError, DrafterConfig, from_llama_dict
+from .config import ConfigError, DrafterConfig, check_bool, check_layer_ids, from_llama_dict
 from .drafter import Eagle3Drafter, rope_inv_freq
-from .files import AtomicDir, UserFileError, check_destination, is_dir, read_json_object, show
+from .files import (AtomicDir, UserFileError, check_destination, check_regular, is_dir,
+                    read_json_object, show)
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
                        check_finite, check_shapes)
 
@@ -68,12 +69,22 @@ def detect_format(cfg: dict) -> str:
             raise CheckpointError(f"speculators_model_type {cfg['speculators_model_type']!r} is not eagle3")
         return "speculators"
     archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise CheckpointError(f"config field architectures must be a list of class names, got {archs!r}")
     if any("Eagle3" in a for a in archs) or "eagle_config" in cfg:
         return "sglang"
     if "draft_vocab_size" in cfg or cfg.get("num_hidden_layers") == 1:
         return "eagle"
     raise CheckpointError(f"config architectures {archs}: not a recognisable EAGLE-3 drafter "
                           f"(no speculators_model_type, no Eagle3 architecture, no draft_vocab_size)")
+
+
+def _flag(cfg: dict, k: str) -> bool:
+    return check_bool(k, cfg.get(k, False))
+
+
+def _ids(value, name: str, convention: str):
+    return to_hf(check_layer_ids(name, value), convention) if value is not None else None
 
 
 def config_from_dict(cfg: dict, fmt: str, where: str) -> DrafterConfig:
@@ -84,42 +95,100 @@ def config_from_dict(cfg: dict, fmt: str, where: str) -> DrafterConfig:
             raise ConfigError(f"{where}: missing required field 'transformer_layer_config'")
         d = dict(layer, draft_vocab_size=cfg.get("draft_vocab_size"),
                  target_hidden_size=cfg.get("target_hidden_size"))
-        ids = cfg.get("eagle_aux_hidden_state_layer_ids")
-        out = from_llama_dict(d, where, to_hf(ids, "speculators") if ids else None)
+        ids = _ids(cfg.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids",
+                   "speculators")
+        out = from_llama_dict(d, where, ids)
         for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
-            setattr(out, k, bool(cfg.get(k, False)))
+            setattr(out, k, _flag(cfg, k))
         out.extra = {"speculators_config": cfg.get("speculators_config")}
         return out
     if fmt == "sglang":
-        nested = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        out = from_llama_dict(cfg, where, to_hf(nested, "sglang-config") if nested else None)
+        eagle_config = cfg.get("eagle_config") or {}
+        if not isinstance(eagle_config, dict):
+            raise ConfigError(f"eagle_config must be an object, got {eagle_config!r}")
+        nested = eagle_config.get("eagle_aux_hidden_state_layer_ids")
+        out = from_llama_dict(cfg, where, _ids(nested, "eagle_config.eagle_aux_hidden_state_layer_ids",
+                                               "sglang-config"))
         out.extra = {"sglang_config_ids": nested}
     else:
         top = cfg.get("eagle_aux_hidden_state_layer_ids")  # vLLM convention, when present
-        out = from_llama_dict(cfg, where, to_hf(top, "vllm") if top else None)
+        out = from_llama_dict(cfg, where, _ids(top, "eagle_aux_hidden_state_layer_ids", "vllm"))
     for k in ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"):
-        setattr(out, k, bool(cfg.get(k, False)))
+        setattr(out, k, _flag(cfg, k))
     return out
 
 
+INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
 def _weights_file(path: Path) -> Path:
-    for name in WEIGHT_FILES:
-        if (path / name).exists():
+    for name in WEIGHT_FILES + INDEX_FILES:
+        if os.path.lexists(path / name):
             return path / name
-    raise CheckpointError(f"{path}: no weights file (looked for {list(WEIGHT_FILES)})")
+    raise CheckpointError(f"{show(path)}: no weights file (looked for {list(WEIGHT_FILES + INDEX_FILES)})")
+
+
+def _read_one(f: Path) -> dict[str, torch.Tensor]:
+    """One weights file -> {name: tensor}; never unpickles code, never blocks on a FIFO."""
+    try:
+        check_regular(f, "weights file", 1 << 50)
+    except UserFileError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        if f.name.endswith(".safetensors"):
+            from safetensors.torch import load, load_file
+            try:
+                os.fsencode(f).decode("utf-8")
+                state = load_file(str(f))
+            except UnicodeDecodeError:     # safetensors takes UTF-8 paths only: read the bytes
+                state = load(f.read_bytes())
+        else:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any reader failure is a corrupt file to the user
+        kind = "refused to unpickle (weights_only=True; it holds code or objects)" \
+            if "weights_only" in str(e) or "Unpickl" in type(e).__name__ else "corrupt or truncated"
+        raise CheckpointError(f"{show(f)}: {kind}: {type(e).__name__}: {str(e)[:200]}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{show(f)}: holds a {type(state).__name__}, expected a dict "
+                              f"{{weight name: tensor}} (a state_dict)")
+    bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if bad:
+        raise CheckpointError(f"{show(f)}: entries {bad[:5]} are not tensors under string names; "
+                              f"expected a state_dict")
+    return state
+
+
+def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
+    """`*.index.json` with a `weight_map` {name: shard file}: every shard present, every name in it."""
+    try:
+        wmap = read_json_object(index, "shard index").get("weight_map")
+    except UserFileError as e:
+        raise CheckpointError(str(e)) from None
+    if not isinstance(wmap, dict) or not wmap:
+        raise CheckpointError(f"{show(index)}: no 'weight_map' object {{weight name: shard file}}")
+    shards = sorted(set(wmap.values()), key=str)
+    for sh in shards:
+        if not isinstance(sh, str) or "/" in sh or "\\" in sh or sh in ("", ".", ".."):
+            raise CheckpointError(f"{show(index)}: shard {sh!r} is not a file name in the checkpoint "
+                                  f"directory")
+    missing = [sh for sh in shards if not os.path.lexists(index.parent / sh)]
+    if missing:
+        raise CheckpointError(f"{show(index)}: shard file(s) {missing} listed in weight_map are "
+                              f"missing from {show(index.parent)}")
+    state: dict[str, torch.Tensor] = {}
+    for sh in shards:
+        part = _read_one(index.parent / sh)
+        absent = [k for k, v in wmap.items() if v == sh and k not in part]
+        if absent:
+            raise CheckpointError(f"{show(index.parent / sh)}: lacks {absent[:5]} which "
+                                  f"{index.name} places in it")
+        state.update({k: v for k, v in part.items() if wmap.get(k) == sh})
+    return state
 
 
 def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], Path]:
     f = _weights_file(Path(path))
-    try:
-        if f.suffix == ".safetensors":
-            from safetensors.torch import load_file
-            return load_file(str(f)), f
-        return torch.load(f, map_location="cpu", weights_only=True), f
-    except Exception as e:  # noqa: BLE001 - any reader failure is a corrupt file to the user
-        kind = "refused to unpickle (weights_only=True; it holds code or objects)" \
-            if "weights_only" in str(e) or "Unpickl" in type(e).__name__ else "corrupt or truncated"
-        raise CheckpointError(f"{f}: {kind}: {type(e).__name__}: {str(e)[:200]}") from None
+    return (_read_sharded(f) if f.name.endswith(".index.json") else _read_one(f)), f
 
 
 def rename(state: dict, fmt: str, origin: dict | None = None) -> tuple[dict, list[str]]:
@@ -165,7 +234,7 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     try:
         rep.config = cfg = config_from_dict(raw_cfg, rep.format, str(path / "config.json"))
     except (ConfigError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path / 'config.json'}: {e}") from None
+        raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     raw, wfile = read_weights(path)
     rep.notes["weights_file"] = wfile.name
     origin: dict = {}
@@ -183,6 +252,14 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         elif any(k.startswith("midlayer.") for k in rep.unexpected):
             hint = " (`midlayer.*` are EAGLE/SGLang names in a speculators-format checkpoint)"
         rep.problems.append(f"{wfile}: missing keys {rep.missing}, unexpected keys {rep.unexpected}{hint}")
+    quantized = {k: str(v.dtype).replace("torch.", "") for k, v in state.items()
+                 if k not in ("d2t", "t2d") and not v.is_floating_point()}
+    if quantized:
+        raise CheckpointError(
+            f"{show(wfile)}: quantized drafter weights are not supported: "
+            f"{dict(list(quantized.items())[:4])}{' ...' if len(quantized) > 4 else ''} are integer "
+            f"tensors (int8/uint8/int4 packing needs scales this kit does not read); load the "
+            f"unquantized bf16/fp16/fp32 checkpoint instead")
     check_shapes(state, {k: v for k, v in shapes.items() if k not in ("d2t", "t2d")}, rep, str(wfile))
     check_fc_width(state, cfg, rep)
     check_finite(state, rep)
@@ -196,7 +273,7 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         rep.notes["aux_layer_ids_implied"] = (list(eagle3_layers(L)) if L else
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
-    rep.notes["dtype"] = str(next(v.dtype for v in state.values() if v.is_floating_point()))
+    rep.notes["dtype"] = str(next((v.dtype for v in state.values() if v.is_floating_point()), None))
     return rep, state
 
 
