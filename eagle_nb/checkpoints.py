@@ -230,7 +230,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     path = Path(path)
     rep = Report(str(path))
     raw_cfg = read_config(path)
-    rep.format = detect_format(raw_cfg)
+    try:
+        rep.format = detect_format(raw_cfg)
+    except CheckpointError as e:
+        raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     try:
         rep.config = cfg = config_from_dict(raw_cfg, rep.format, str(path / "config.json"))
     except (ConfigError, KeyError, TypeError) as e:
@@ -284,6 +287,8 @@ def _target_parts(target):
     if isinstance(target, (str, Path)):
         from .targets import load_target
         target, _ = load_target(target, device="cpu")
+    elif not hasattr(target, "get_input_embeddings"):
+        raise TypeError(f"target must be a checkpoint path or a loaded HF model, got {type(target).__name__}")
     return target.config.get_text_config() if hasattr(target.config, "get_text_config") \
         else target.config, target.get_input_embeddings().weight
 

@@ -22,15 +22,24 @@ def _layers(spec: str, convention: str, num_layers: int) -> list[int]:
     return to_hf(ids, convention)
 
 
+def _nonempty(prompt: str) -> str:
+    if not prompt:
+        raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
+    return prompt
+
+
 def cmd_capture(a) -> int:
     import torch
 
     from .capture import capture, num_decoder_layers
+    from .limits import as_input_ids, fit_prompt
     from .targets import load_target
+    _nonempty(a.prompt)
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
     ids = _layers(a.layers, a.convention, L)
-    x = tok(a.prompt, return_tensors="pt")["input_ids"].to(next(model.parameters()).device)
+    x = as_input_ids(tok(a.prompt, return_tensors="pt")["input_ids"])
+    x = fit_prompt(x, model, 0, 0, where="--prompt").to(next(model.parameters()).device)
     with torch.no_grad(), capture(model, ids, layers_path=a.layers_path) as states:
         model(input_ids=x)
     fused = states.fused()
@@ -54,7 +63,9 @@ def cmd_inspect(a) -> int:
     tcfg = None
     if a.target:
         from transformers import AutoConfig
-        tcfg = AutoConfig.from_pretrained(a.target)
+
+        from .targets import resolve_target
+        tcfg = AutoConfig.from_pretrained(resolve_target(a.target), local_files_only=True)
         tcfg = tcfg.get_text_config() if hasattr(tcfg, "get_text_config") else tcfg
     try:
         rep, _ = inspect_checkpoint(a.path, tcfg)
@@ -82,12 +93,21 @@ def cmd_convert(a) -> int:
 
 
 def cmd_speculate(a) -> int:
-    from .corpus import read_prompts
+    from .config import SpecConfig
+    from .prompts import read_prompts
     from .session import run_prompts
-    prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
+    from .targets import pick_device, resolve_target
+    # every flag is checked before a model is loaded (the same checks the API and notebooks use)
+    SpecConfig(depth=a.depth, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+               seed=a.seed, ablations=tuple(a.ablate))
+    pick_device(a.device)
+    if a.target:
+        resolve_target(a.target)
+    prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
-                         ablations=a.ablate, device=a.device, check_reference=True)
+                         ablations=a.ablate, device=a.device, check_reference=True,
+                         truncate_prompt=a.truncate_prompt)
     if a.json:
         print(json.dumps(result.summary(), indent=2))
     else:
@@ -96,8 +116,9 @@ def cmd_speculate(a) -> int:
 
 
 def cmd_report(a) -> int:
+    from .params import parse_param
     from .report import build_reports
-    params = dict(p.split("=", 1) for p in a.param)
+    params = dict(parse_param(p) for p in a.param)
     index = build_reports(a.out, params=params, notebooks=a.notebook or None)
     print(f"reports written; open {index}")
     return 0
@@ -147,6 +168,9 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ablate", action="append", default=[], metavar="NAME",
                    help="named ablation (repeatable); see `eagle_nb.ablations.ABLATIONS`")
+    p.add_argument("--truncate-prompt", action="store_true",
+                   help="keep only a prompt's last tokens when it does not fit the target's context "
+                        "(default: refuse it)")
     p.add_argument("--device", default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_speculate)
@@ -160,6 +184,6 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     try:
         sys.exit(a.fn(a))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:   # the package's errors name the fault and fix
         print(f"eagle-nb {a.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -69,15 +69,16 @@ def read_bytes(path, what: str, cap: int) -> bytes:
     return data
 
 
-def decode_utf8(data: bytes, path, what: str) -> str:
-    """UTF-8 text; an error names the line and column of the first bad byte."""
+def decode_utf8(data: bytes, path, what: str, line: int | None = None) -> str:
+    """UTF-8 text; an error names the line (`line` if `data` is one line of a file) and column of
+    the first bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
+        line = line or data.count(b"\n", 0, e.start) + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise UserFileError(f"{what} {show(path)}:{line}: not UTF-8 (byte 0x{data[e.start]:02x} at "
-                            f"column {col}); re-encode the file as UTF-8 (e.g. `iconv -t utf-8`)") from None
+        raise UserFileError(f"{what} {show(path)}:{line}: not UTF-8 (byte 0x{data[e.start]:02x} at column {col}); "
+                            f"re-encode the file as UTF-8 (e.g. `iconv -t utf-8`)") from None
 
 
 def read_text(path, what: str, cap: int) -> str:

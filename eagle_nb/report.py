@@ -281,10 +281,14 @@ def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
     `index.html` and `results.json` into `out_dir`. Returns the index path. Raises ReportError
     (after writing everything) if any notebook failed."""
     import nbformat
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+
+    from .params import check_out_dir, check_params
+    check_out_dir(out_dir, NOTEBOOK_DIR)
     srcs = list_notebooks(notebooks)
     params = resolve_params(params)
+    check_params(params, srcs)          # unknown names and bad values, before anything executes
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     rows, t_all = [], time.perf_counter()
     for n, src in enumerate(srcs, 1):
         if progress:

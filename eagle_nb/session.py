@@ -12,6 +12,9 @@ from tqdm.auto import tqdm
 
 from . import ablations as abl
 from .capture import eagle3_layers, num_decoder_layers
+from .config import SpecConfig
+from .limits import fit_prompt
+from .prompts import check_prompts
 from .metrics import AcceptanceMetrics, from_stats, sglang_log_line, vllm_log_line
 from .speculate import generate, greedy_reference
 from .targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_PROMPTS, load_target
@@ -96,11 +99,15 @@ class Pair:
 
     def run(self, prompts, depth: int = 4, max_new_tokens: int = 64, temperature: float = 0.0,
             seed: int = 0, ablations=(), check_reference: bool = False, progress: bool = True,
-            layer_ids=None) -> RunResult:
+            layer_ids=None, truncate_prompt: bool = False) -> RunResult:
         """Speculate over `prompts`. `layer_ids` (HF convention) overrides the captured layers,
-        e.g. to try another convention's ids against this drafter."""
+        e.g. to try another convention's ids against this drafter. A prompt that does not fit the
+        target's context is refused before decoding unless `truncate_prompt` (limits.py)."""
+        prompts = check_prompts(prompts)
+        SpecConfig(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                   ablations=tuple(ablations))
         key = (tuple(prompts), depth, max_new_tokens, temperature, seed, tuple(ablations),
-               check_reference, tuple(layer_ids) if layer_ids is not None else None)
+               check_reference, tuple(layer_ids) if layer_ids is not None else None, truncate_prompt)
         if key in self._cache:
             return self._cache[key]
         s = self.setup(ablations)
@@ -111,7 +118,8 @@ class Pair:
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={depth} T={temperature} {list(ablations)}",
                                    disable=not progress, leave=False)):
-            ids = self.encode(p)
+            ids = fit_prompt(self.encode(p), self.target, max_new_tokens, depth, truncate_prompt,
+                             where=f"prompt {i}")
             toks, st = generate(s.target, s.drafter, ids, depth=depth, max_new_tokens=max_new_tokens,
                                 temperature=temperature, seed=seed + i, layer_ids=s.layer_ids,
                                 feature_mode=s.feature_mode, eos_token_id=eos)
@@ -132,7 +140,7 @@ class Pair:
 
 
 def shipped_prompts(n: int | None = None) -> list[str]:
-    from .corpus import read_prompts
+    from .prompts import read_prompts
     p = read_prompts(SHIPPED_PROMPTS)
     return p[:n] if n else p
 
