@@ -242,7 +242,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     rep.notes["weights_file"] = wfile.name
     origin: dict = {}
     state, rep.unexpected = rename(raw, rep.format, origin)
-    shapes = expected_shapes(cfg)
+    try:
+        shapes = expected_shapes(cfg)
+    except ConfigError as e:            # e.g. a rope_scaling type the drafter does not implement
+        raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     for k in [k for k in state if k not in shapes]:   # e.g. q_norm under `midlayer.`: no such param
         rep.unexpected.append(origin.get(k, k))
         del state[k]

@@ -72,13 +72,18 @@ def check_fits(prompt_len: int, max_new_tokens: int, depth: int, context: int | 
     if need <= context:
         return
     room = context - prompt_len - depth
-    fix = (f"lower --max-new-tokens to {room}" if room >= 1 else
-           "shorten the prompt")
+    if max_new_tokens + depth >= context:
+        raise ContextError(
+            f"max_new_tokens {max_new_tokens} (--max-new-tokens) with depth {depth} does not fit the "
+            f"target's context (max_position_embeddings is {context}) even for a one-token prompt; "
+            + (f"for {where} ({prompt_len} tokens) lower it to at most {room}" if room >= 1 else
+               f"lower it, and shorten {where} ({prompt_len} tokens)"))
+    fix = f"lower --max-new-tokens to {room}" if room >= 1 else "shorten it"
     raise ContextError(
         f"{where} is {prompt_len} tokens; with max_new_tokens {max_new_tokens} and depth {depth} it "
         f"needs {need} positions, but the target's max_position_embeddings is {context} (past it "
-        f"the target's output is nonsense). {fix[0].upper() + fix[1:]}, or pass --truncate-prompt "
-        f"(truncate_prompt=True) to keep only the prompt's last tokens")
+        f"the target's output is nonsense). Nothing was decoded: {fix}, or pass --truncate-prompt "
+        f"(truncate_prompt=True) to keep only its last tokens")
 
 
 def fit_prompt(ids: torch.Tensor, model, max_new_tokens: int, depth: int = 0,

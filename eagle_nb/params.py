@@ -49,11 +49,16 @@ def parse_param(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+# notebook parameter -> (SpecConfig field, is it a list of such values?)
+SPEC_PARAMS = {"depth": ("depth", False), "depths": ("depth", True), "report_depths": ("depth", True),
+               "max_new_tokens": ("max_new_tokens", False), "temperatures": ("temperature", True),
+               "seed": ("seed", False)}
+
+
 def _spec(name: str, value) -> None:
-    field = {"depth": "depth", "depths": "depth", "report_depths": "depth",
-             "max_new_tokens": "max_new_tokens", "temperatures": "temperature", "seed": "seed"}[name]
-    values = value if name.endswith("s") else [value]
-    if name.endswith("s") and (not isinstance(value, list) or not value):
+    field, is_list = SPEC_PARAMS[name]
+    values = value if is_list else [value]
+    if is_list and (not isinstance(value, list) or not value):
         raise ParamError(f"--param {name}: expected a non-empty list such as [2, 4], got {value!r}")
     for v in values:
         try:
@@ -66,14 +71,13 @@ def check_value(name: str, value) -> None:
     """Check one (coerced) parameter value; None always means the shipped default."""
     if value is None:
         return
-    if name in ("depth", "depths", "report_depths", "max_new_tokens", "temperatures", "seed"):
+    if name in SPEC_PARAMS:
         _spec(name, value)
     elif name == "n_prompts":
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ParamError(f"--param n_prompts={value!r}: expected an integer >= 1")
     elif name == "prompts_path":
-        from .files import check_regular
-        from .files import PROMPTS_CAP
+        from .files import PROMPTS_CAP, check_regular
         try:
             check_regular(value, "prompt file (--param prompts_path)", PROMPTS_CAP)
         except UserFileError as e:
