@@ -2,9 +2,9 @@
 config, prompt file, CLI flag, Python API value) -> the error class and a phrase of its message.
 Data-loss rows additionally hash the destination before and after: it must be untouched.
 
-Rows run in-process where nothing can hang; where something could (a FIFO, a network lookup, an
-unbounded decode) they run as a subprocess with a timeout, so a hang fails the row instead of the
-suite. `test_every_row_is_fast` bounds the wall time of each row.
+Rows run in-process under a 30 s SIGALRM watchdog (it interrupts a blocking open() of a FIFO), and
+each must be refused within FAST_S CPU seconds; the FIFO cases also run end to end as a
+subprocess with a timeout, so a hang fails a test instead of the suite.
 """
 from __future__ import annotations
 
@@ -120,10 +120,10 @@ def test_convert_never_destroys_a_directory(tmp_path, ckpt, case):
     _, make_dst, call, phrase = case
     dst = make_dst(tmp_path, ckpt)
     before, src_before = tree_hash(dst), tree_hash(ckpt)
-    t0 = time.perf_counter()
+    cpu0 = time.process_time()
     with pytest.raises(CheckpointError, match=phrase):
         convert(to="eagle", **call(ckpt, dst))
-    assert time.perf_counter() - t0 < FAST_S
+    assert time.process_time() - cpu0 < FAST_S
     assert tree_hash(dst) == before and tree_hash(ckpt) == src_before
     assert leftovers(tmp_path) == []
 
@@ -530,6 +530,8 @@ ROWS = [
     ("api-drafterconfig-hidden-string", lambda c: DrafterConfig(hidden_size="192", num_attention_heads=4, num_key_value_heads=2, intermediate_size=8, vocab_size=8, draft_vocab_size=8), ConfigError, "hidden_size must be an integer"),
     ("api-load-drafter-target-int", lambda c: load_drafter(c.good(), target=42), TypeError, "target must be a checkpoint path or a loaded HF model"),
     ("api-convert-unknown-format", lambda c: convert(c.good(), c.tmp / "o", "onnx"), ValueError, "unknown format 'onnx'"),
+    ("api-params-misspelt", lambda c: __import__("eagle_nb.params").params.check_params({"max_new_token": 8}, __import__("eagle_nb.report").report.list_notebooks()), ParamError, "did you mean 'max_new_tokens'"),
+    ("api-build-reports-into-notebooks", lambda c: __import__("eagle_nb.report").report.build_reports(REPO / "notebooks" / "." ), ParamError, "the source notebooks folder"),
     ("api-load-target-missing", lambda c: __import__("eagle_nb.targets").targets.load_target("no_such/target"), TargetError, "not in the local Hugging Face cache"),
     ("api-load-target-dtype-int8", lambda c: __import__("eagle_nb.targets").targets.load_target(SHIPPED_TARGET, dtype="int8"), ValueError, "choose one of"),
 ]
@@ -553,20 +555,20 @@ def test_bad_input_is_refused_naming_the_fault(tmp_path, drafter, target, row):
     c = Ctx(tmp_path, drafter, target)
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(30)
-    t0 = time.perf_counter()
+    cpu0 = time.process_time()
     try:
         with pytest.raises(cls) as ei:
             run(c)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    took = time.perf_counter() - t0
+    # CPU seconds, not wall: the shared CI cores are often oversubscribed; a hang is caught by
+    # the 30 s wall-clock watchdog above
+    took = time.process_time() - cpu0
     msg = str(ei.value)
     assert phrase in msg, f"{phrase!r} not in {msg!r}"
     assert "Traceback" not in msg and msg.count("\n") <= 3, msg
-    assert took < FAST_S or name.startswith(("cli-prompt-longer", "cli-max-new-beyond", "cli-capture-prompt")), \
-        f"{name} took {took:.1f}s"
-    assert took < 20, f"{name} took {took:.1f}s"
+    assert took < FAST_S, f"{name} took {took:.1f} CPU s"
 
 
 def test_table_size():
