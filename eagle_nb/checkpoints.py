@@ -364,10 +364,13 @@ def _embed_policy(rep: Report, drafter: Eagle3Drafter, temb, to: str, drop_embed
                       "embed_tokens: stored, taken from the target (the source has none)")
     if not own:
         return False, "embed_tokens: not stored (the source has none); engines use the target's"
+    # the source may store the target's embedding rounded to its own dtype (fp16 drafters do)
+    src_dtype = getattr(torch, str(rep.notes.get("dtype")).replace("torch.", ""), torch.float32)
     same = temb is not None and tuple(temb.shape) == tuple(drafter.embed_tokens.weight.shape) and \
-        torch.equal(temb.detach().float().cpu(), drafter.embed_tokens.weight.detach().float().cpu())
+        torch.equal(temb.detach().cpu().to(src_dtype).float(), drafter.embed_tokens.weight.detach().float().cpu())
     if same:
-        return False, "embed_tokens: not stored; the source's own is identical to the target's"
+        return False, (f"embed_tokens: not stored; the source's own is the target's (equal at the "
+                       f"source's {str(src_dtype).replace('torch.', '')} precision)")
     if drop_embed:
         return False, ("embed_tokens: NOT stored (--drop-embed): the engines will use the TARGET's "
                        "embedding, not the one this drafter was trained with")

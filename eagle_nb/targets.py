@@ -72,6 +72,10 @@ def resolve_target(path) -> Path | str:
             read_json_object(p / "config.json", "target config")
         except UserFileError as e:
             raise TargetError(str(e)) from None
+        for e in os.scandir(p):     # a FIFO among the files would block from_pretrained forever
+            if not (e.is_file() or e.is_dir()):
+                raise TargetError(f"target {show(p)}: {show(e.name)} is not a regular file (a FIFO, "
+                                  f"socket or broken link); remove or replace it")
         return p
     s = str(path)
     looks_like_hub_id = s.count("/") == 1 and not s.startswith((".", "/", "~")) and " " not in s

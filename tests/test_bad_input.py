@@ -200,6 +200,16 @@ def test_own_embedding_to_sglang_needs_explicit_flag(tmp_path, own_embed, target
     assert any("NOT stored" in n and "TARGET's" in n for n in notes)
 
 
+def test_fp16_copy_of_the_target_embedding_counts_as_the_targets(tmp_path, drafter, target):
+    """A drafter that stores the target's embedding rounded to fp16 (the shipped one does) is
+    converted to format B with --target: equal at the source's precision, so not stored."""
+    p = save_drafter(drafter, tmp_path / "h", "speculators", dtype=torch.float16)
+    notes = []
+    out = convert(p, tmp_path / "b", "sglang", target=target, notes=notes)
+    assert "embed_tokens.weight" not in load_file(str(out / "model.safetensors"))
+    assert "float16 precision" in notes[0]
+
+
 def test_cli_convert_says_what_happened_to_embed(tmp_path, own_embed):
     r = cli("convert", own_embed, tmp_path / "b", "--to", "sglang")
     assert r.returncode == 2 and "--drop-embed" in r.stderr
@@ -484,6 +494,8 @@ ROWS = [
     ("cli-target-missing-path", _cli("speculate", "--prompt", "x", "--target", "{tmp}/nope"), CliError, "no such directory (looked for"),
     ("cli-target-is-a-file", _cli("speculate", "--prompt", "x", "--target", str(SHIPPED_TARGET / "config.json")), CliError, "is a file; expected a Hugging Face checkpoint directory"),
     ("cli-target-dir-without-config", _cli("capture", "--prompt", "x", "--target", "{tmp}"), CliError, "no config.json"),
+    ("cli-target-tokenizer-fifo", lambda c: (shutil.copytree(SHIPPED_TARGET, c.tmp / "t"), (c.tmp / "t" / "tokenizer.json").unlink(), c.fifo(c.tmp / "t" / "tokenizer.json"), _cli("capture", "--prompt", "x", "--target", c.tmp / "t")(c)), CliError, "tokenizer.json is not a regular file"),
+    ("cli-target-config-list", lambda c: (shutil.copytree(SHIPPED_TARGET, c.tmp / "t"), (c.tmp / "t" / "config.json").write_text("[]"), _cli("capture", "--prompt", "x", "--target", c.tmp / "t")(c)), CliError, "top level is a JSON list"),
     ("cli-inspect-target-missing", _cli("inspect", str(REPO / "data" / "drafter_eagle"), "--target", "no_such/target"), CliError, "not in the local Hugging Face cache"),
     ("cli-prompts-not-utf8", lambda c: _cli("speculate", "--prompts", _write("bad.jsonl", b'{"prompt": "ok"}\n{"prompt": "\xff"}\n')(c))(c), CliError, "bad.jsonl:2: not UTF-8"),
     ("cli-prompts-fifo", lambda c: _cli("speculate", "--prompts", c.fifo(c.tmp / "pipe"))(c), CliError, "is a FIFO"),
