@@ -7,6 +7,7 @@ translate from that format's own convention. Knows nothing about weights.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, fields
 
 
@@ -21,8 +22,9 @@ def _got(v) -> str:
 
 def check_int(name: str, v, lo: int = 1, hi: int | None = None, hint: str = "") -> int:
     """An int (not a bool, not a string such as "192") in [lo, hi]."""
-    if isinstance(v, bool) or not isinstance(v, int):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise ConfigError(f"{name} must be an integer, {_got(v)}{hint}")
+    v = int(v)
     if v < lo or (hi is not None and v > hi):
         rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
         raise ConfigError(f"{name} must be {rng}, got {v}{hint}")
@@ -31,7 +33,7 @@ def check_int(name: str, v, lo: int = 1, hi: int | None = None, hint: str = "") 
 
 def check_float(name: str, v, *, positive: bool = False, lo: float | None = None, hint: str = "") -> float:
     """A finite real number (ints accepted, strings such as "1e-5" refused)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise ConfigError(f"{name} must be a number, {_got(v)}{hint}")
     if not math.isfinite(v):
         raise ConfigError(f"{name} must be finite, got {v}{hint}")
@@ -50,10 +52,10 @@ def check_bool(name: str, v) -> bool:
 
 def check_layer_ids(name: str, ids) -> list[int]:
     """A list of distinct non-negative integer layer ids (not a string such as "2,4,5")."""
-    if not isinstance(ids, (list, tuple)):
+    if not isinstance(ids, (list, tuple, range)):
         raise ConfigError(f"{name} must be a list of integers such as [2, 4, 5], {_got(ids)}")
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int):
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
             raise ConfigError(f"{name} must be a list of integers such as [2, 4, 5]; element {i!r} "
                               f"is a {type(i).__name__}")
     if not ids:
@@ -91,10 +93,10 @@ class DrafterConfig:
     def __post_init__(self):
         for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
                      "vocab_size", "draft_vocab_size", "max_position_embeddings", "num_aux"):
-            check_int(name, getattr(self, name))
+            setattr(self, name, check_int(name, getattr(self, name)))
         for name in ("target_hidden_size", "head_dim"):
             if getattr(self, name) is not None:
-                check_int(name, getattr(self, name))
+                setattr(self, name, check_int(name, getattr(self, name)))
         self.rms_norm_eps = check_float("rms_norm_eps", self.rms_norm_eps, positive=True)
         self.rope_theta = check_float("rope_theta", self.rope_theta, positive=True,
                                       hint=" (RoPE base; a value <= 0 makes every rotary angle NaN)")

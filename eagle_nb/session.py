@@ -14,8 +14,8 @@ from . import ablations as abl
 from .capture import eagle3_layers, num_decoder_layers
 from .config import SpecConfig
 from .limits import fit_prompt
-from .prompts import check_prompts
 from .metrics import AcceptanceMetrics, from_stats, sglang_log_line, vllm_log_line
+from .prompts import check_prompts
 from .speculate import generate, greedy_reference
 from .targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_PROMPTS, load_target
 
@@ -118,8 +118,8 @@ class Pair:
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={depth} T={temperature} {list(ablations)}",
                                    disable=not progress, leave=False)):
-            ids = fit_prompt(self.encode(p), self.target, max_new_tokens, depth, truncate_prompt,
-                             where=f"prompt {i}")
+            ids = fit_prompt(self.encode(p), self.target, max_new_tokens, depth,
+                             truncate=truncate_prompt, where=f"prompt {i}")
             toks, st = generate(s.target, s.drafter, ids, depth=depth, max_new_tokens=max_new_tokens,
                                 temperature=temperature, seed=seed + i, layer_ids=s.layer_ids,
                                 feature_mode=s.feature_mode, eos_token_id=eos)
