@@ -105,8 +105,6 @@ def is_dir(path) -> bool:
         return False
 
 
-
-
 # -- writing a directory without ever losing what was there ------------------------------------------
 def _inside(child: Path, parent: Path) -> bool:
     return child == parent or parent in child.parents
@@ -144,10 +142,12 @@ class AtomicDir:
     Call `check_destination` first: this class replaces whatever `dst` holds."""
 
     def __init__(self, dst):
-        self.dst = Path(dst)
+        dst = Path(dst)
+        # a symlink is itself replaced (its target is left alone); anything else by real path
+        self.dst = dst.absolute() if os.path.islink(dst) else dst.resolve()
 
     def __enter__(self) -> Path:
-        parent = self.dst.resolve().parent
+        parent = self.dst.parent
         parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.dst.name}.partial-", dir=parent))
         umask = os.umask(0)
@@ -159,8 +159,7 @@ class AtomicDir:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return False
-        dst = self.dst.resolve() if not os.path.islink(self.dst) else self.dst
-        old = None
+        dst, old = self.dst, None
         if os.path.lexists(dst):
             old = Path(tempfile.mkdtemp(prefix=f".{dst.name}.old-", dir=dst.parent))
             os.rename(dst, old / "d")
