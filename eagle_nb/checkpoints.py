@@ -268,8 +268,11 @@ def load_drafter_engine_style(path, target, seed: int = 0) -> tuple[Eagle3Drafte
     init, with no error. Returns (drafter, {"dropped": [...], "left_random": [...]})."""
     tcfg, temb = _target_parts(target)
     raw_cfg = read_config(Path(path))
-    fmt = detect_format(raw_cfg)
-    cfg = config_from_dict(raw_cfg, fmt, str(path))
+    try:
+        fmt = detect_format(raw_cfg)
+        cfg = config_from_dict(raw_cfg, fmt, str(path))
+    except ConfigError as e:            # name the file
+        raise CheckpointError(f"{show(Path(path) / 'config.json')}: {e}") from None
     raw, _ = read_weights(Path(path))
     torch.manual_seed(seed)
     model = Eagle3Drafter(cfg)
