@@ -4,8 +4,9 @@
   B "sglang"       SGLang/SpecForge: `LlamaForCausalLMEagle3`, nested eagle_config ids (output-of-layer)
   C "speculators"  vLLM speculators: `speculators_model_type: eagle3`, `layers.0.*`, top-level HF ids
 
-A converter is a key map plus a strict load (reference/eagle3.md §2). Weights are read with
-safetensors or `torch.load(weights_only=True)`: loading never executes checkpoint code.
+A converter is a key map plus a strict load (reference/eagle3.md §2). Weights are read by
+weight_files.py with safetensors or `torch.load(weights_only=True)`: loading never executes
+checkpoint code. `convert` never writes over a directory it was not asked to replace (files.py).
 `load_drafter_engine_style` is an ABLATION that drops unknown names and keeps random init, as
 SGLang's loader does (by default as SGLang <= 0.5.11, which drops `layers.0.*`); it exists for the
 notebooks only.
@@ -13,6 +14,7 @@ notebooks only.
 from __future__ import annotations
 
 import json
+import os
 import re
 import warnings
 from pathlib import Path
@@ -20,14 +22,15 @@ from pathlib import Path
 import torch
 
 from .capture import eagle3_layers, from_hf, sglang_version_tuple, to_hf
-from .config import ConfigError, DrafterConfig, from_llama_dict
+from .config import ConfigError, DrafterConfig, check_bool, check_layer_ids, from_llama_dict
 from .drafter import FEEDBACK_SERVING, Eagle3Drafter, rope_inv_freq
+from .files import AtomicDir, UserFileError, check_destination, is_dir, read_json_object, show
 from .formats import split_harmless, train_serve_warnings, unsupported_features
 from .validate import (Report, check_against_target, check_d2t_t2d, check_fc_width,
                        check_finite, check_shapes)
+from .weight_files import WEIGHT_FILES, CheckpointError, read_weights
 
 FORMATS = ("eagle", "sglang", "speculators")
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 # checkpoint key -> our key; None drops the key. `{}` is the rest of the name.
 KEY_MAPS = {
@@ -40,23 +43,25 @@ TOP_LEVEL = ("fc.weight", "norm.weight", "lm_head.weight", "embed_tokens.weight"
              "input_norm.weight")
 
 
-class CheckpointError(ValueError):
-    """A drafter checkpoint cannot be loaded as asked; the message names the file and fault."""
-
-
 class CheckpointWarning(UserWarning):
     """A drafter checkpoint loads, but carried something that was ignored; the message names it."""
 
 
 # -- reading ---------------------------------------------------------------------------------------
 def read_config(path: Path) -> dict:
-    f = Path(path) / "config.json"
-    if not f.exists():
-        raise CheckpointError(f"{path}: no config.json")
+    """config.json of a checkpoint directory: a regular UTF-8 file holding a JSON object."""
+    path = Path(path)
+    if not is_dir(path):
+        what = "a file" if path.exists() else "missing"
+        raise CheckpointError(f"{show(path)}: {what}; expected a checkpoint directory holding "
+                              f"config.json and the weights")
+    f = path / "config.json"
+    if not os.path.lexists(f):
+        raise CheckpointError(f"{show(path)}: no config.json")
     try:
-        return json.loads(f.read_text())
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{f}: invalid JSON ({e})") from None
+        return read_json_object(f, "config")
+    except UserFileError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def detect_format(cfg: dict) -> str:
@@ -65,12 +70,22 @@ def detect_format(cfg: dict) -> str:
             raise CheckpointError(f"speculators_model_type {cfg['speculators_model_type']!r} is not eagle3")
         return "speculators"
     archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise CheckpointError(f"config field architectures must be a list of class names, got {archs!r}")
     if any("Eagle3" in a for a in archs) or "eagle_config" in cfg:
         return "sglang"
     if "draft_vocab_size" in cfg or cfg.get("num_hidden_layers") == 1:
         return "eagle"
     raise CheckpointError(f"config architectures {archs}: not a recognisable EAGLE-3 drafter "
                           f"(no speculators_model_type, no Eagle3 architecture, no draft_vocab_size)")
+
+
+def _flag(cfg: dict, k: str) -> bool:
+    return check_bool(k, cfg.get(k, False))
+
+
+def _ids(value, name: str, convention: str):
+    return to_hf(check_layer_ids(name, value), convention) if value is not None else None
 
 
 def config_from_dict(cfg: dict, fmt: str, where: str) -> DrafterConfig:
@@ -81,42 +96,27 @@ def config_from_dict(cfg: dict, fmt: str, where: str) -> DrafterConfig:
             raise ConfigError(f"{where}: missing required field 'transformer_layer_config'")
         d = dict(layer, draft_vocab_size=cfg.get("draft_vocab_size"),
                  target_hidden_size=cfg.get("target_hidden_size"))
-        ids = cfg.get("eagle_aux_hidden_state_layer_ids")
-        out = from_llama_dict(d, where, to_hf(ids, "speculators") if ids else None)
+        ids = _ids(cfg.get("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids",
+                   "speculators")
+        out = from_llama_dict(d, where, ids)
         for k in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
-            setattr(out, k, bool(cfg.get(k, False)))
+            setattr(out, k, _flag(cfg, k))
         out.extra = {"speculators_config": cfg.get("speculators_config")}
         return out
     if fmt == "sglang":
-        nested = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        out = from_llama_dict(cfg, where, to_hf(nested, "sglang-config") if nested else None)
+        eagle_config = cfg.get("eagle_config") or {}
+        if not isinstance(eagle_config, dict):
+            raise ConfigError(f"eagle_config must be an object, got {eagle_config!r}")
+        nested = eagle_config.get("eagle_aux_hidden_state_layer_ids")
+        out = from_llama_dict(cfg, where, _ids(nested, "eagle_config.eagle_aux_hidden_state_layer_ids",
+                                               "sglang-config"))
         out.extra = {"sglang_config_ids": nested}
     else:
         top = cfg.get("eagle_aux_hidden_state_layer_ids")  # vLLM convention, when present
-        out = from_llama_dict(cfg, where, to_hf(top, "vllm") if top else None)
+        out = from_llama_dict(cfg, where, _ids(top, "eagle_aux_hidden_state_layer_ids", "vllm"))
     for k in ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"):
-        setattr(out, k, bool(cfg.get(k, False)))
+        setattr(out, k, _flag(cfg, k))
     return out
-
-
-def _weights_file(path: Path) -> Path:
-    for name in WEIGHT_FILES:
-        if (path / name).exists():
-            return path / name
-    raise CheckpointError(f"{path}: no weights file (looked for {list(WEIGHT_FILES)})")
-
-
-def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    f = _weights_file(Path(path))
-    try:
-        if f.suffix == ".safetensors":
-            from safetensors.torch import load_file
-            return load_file(str(f)), f
-        return torch.load(f, map_location="cpu", weights_only=True), f
-    except Exception as e:  # noqa: BLE001 - any reader failure is a corrupt file to the user
-        kind = "refused to unpickle (weights_only=True; it holds code or objects)" \
-            if "weights_only" in str(e) or "Unpickl" in type(e).__name__ else "corrupt or truncated"
-        raise CheckpointError(f"{f}: {kind}: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 def rename(state: dict, fmt: str, origin: dict | None = None) -> tuple[dict, list[str]]:
@@ -170,11 +170,14 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     path = Path(path)
     rep = Report(str(path))
     raw_cfg = read_config(path)
-    rep.format = detect_format(raw_cfg)
+    try:
+        rep.format = detect_format(raw_cfg)
+    except CheckpointError as e:
+        raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     try:
         rep.config = cfg = config_from_dict(raw_cfg, rep.format, str(path / "config.json"))
     except (ConfigError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{path / 'config.json'}: {e}") from None
+        raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     rep.ids_as_written = _ids_as_written(raw_cfg)
     raw, wfile = read_weights(path)
     rep.notes["weights_file"] = wfile.name
@@ -185,7 +188,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     rep.notes["ignored_extras"] = ignored
     ours_of = {ck: ours for ours, ck in origin.items()}
     rep.key_names = {k: (ours_of.get(k), tuple(v.shape)) for k, v in raw.items()}
-    shapes = expected_shapes(cfg)
+    try:
+        shapes = expected_shapes(cfg)
+    except ConfigError as e:            # e.g. a rope_scaling type the drafter does not implement
+        raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     for k in [k for k in state if k not in shapes]:   # e.g. q_norm under `midlayer.`: no such param
         rep.unexpected.append(origin.get(k, k))
         del state[k]
@@ -198,6 +204,14 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         elif any(k.startswith("midlayer.") for k in rep.unexpected):
             hint = " (`midlayer.*` are EAGLE/SGLang names in a speculators-format checkpoint)"
         rep.problems.append(f"{wfile}: missing keys {rep.missing}, unexpected keys {rep.unexpected}{hint}")
+    quantized = {k: str(v.dtype).replace("torch.", "") for k, v in state.items()
+                 if k not in ("d2t", "t2d") and not v.is_floating_point()}
+    if quantized:
+        raise CheckpointError(
+            f"{show(wfile)}: quantized drafter weights are not supported: "
+            f"{dict(list(quantized.items())[:4])}{' ...' if len(quantized) > 4 else ''} are integer "
+            f"tensors (int8/uint8/int4 packing needs scales this kit does not read); load the "
+            f"unquantized bf16/fp16/fp32 checkpoint instead")
     check_shapes(state, {k: v for k, v in shapes.items() if k not in ("d2t", "t2d")}, rep, str(wfile))
     check_fc_width(state, cfg, rep)
     check_finite(state, rep)
@@ -212,7 +226,7 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
     rep.warnings += train_serve_warnings(raw_cfg, cfg, rep.format)
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
-    rep.notes["dtype"] = str(next(v.dtype for v in state.values() if v.is_floating_point()))
+    rep.notes["dtype"] = str(next((v.dtype for v in state.values() if v.is_floating_point()), None))
     return rep, state
 
 
@@ -227,6 +241,8 @@ def _target_parts(target):
             return parts.config, parts.embed_tokens()
         except TargetPartsError as e:
             raise CheckpointError(str(e)) from None
+    elif not hasattr(target, "get_input_embeddings"):
+        raise TypeError(f"target must be a checkpoint path or a loaded HF model, got {type(target).__name__}")
     return target.config.get_text_config() if hasattr(target.config, "get_text_config") \
         else target.config, target.get_input_embeddings().weight
 
@@ -238,6 +254,12 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
     back across draft steps (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge
     trains). Known-harmless extras (frozen-target buffers, optimizer leftovers) are dropped with a
     CheckpointWarning naming them. Raises CheckpointError listing every problem."""
+    model = _load(path, target, dtype, device)[0]
+    model.set_feedback(feedback)
+    return model
+
+
+def _load(path, target, dtype, device) -> tuple[Eagle3Drafter, Report, torch.Tensor | None]:
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
     if "embed_tokens.weight" not in state:
@@ -254,10 +276,8 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
                               + "\n  - ".join(rep.problems))
     for w in rep.warnings:
         if "not drafter state" in w:
-            warnings.warn(w, CheckpointWarning, stacklevel=2)
-    model = _build(rep.config, state, dtype, device)
-    model.set_feedback(feedback)
-    return model
+            warnings.warn(w, CheckpointWarning, stacklevel=3)
+    return _build(rep.config, state, dtype, device), rep, temb
 
 
 def _complete_vocab_buffers(cfg: DrafterConfig, state: dict) -> None:
@@ -290,8 +310,11 @@ def load_drafter_engine_style(path, target, seed: int = 0,
     Returns (drafter, {"dropped": [...], "left_random": [...]})."""
     tcfg, temb = _target_parts(target)
     raw_cfg = read_config(Path(path))
-    fmt = detect_format(raw_cfg)
-    cfg = config_from_dict(raw_cfg, fmt, str(path))
+    try:
+        fmt = detect_format(raw_cfg)
+        cfg = config_from_dict(raw_cfg, fmt, str(path))
+    except ConfigError as e:            # name the file
+        raise CheckpointError(f"{show(Path(path) / 'config.json')}: {e}") from None
     raw, _ = read_weights(Path(path))
     if sglang_version_tuple(sglang_version) >= (0, 5, 12):   # both spellings reach the one layer
         raw = {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
@@ -356,12 +379,16 @@ def config_to_dict(cfg: DrafterConfig, fmt: str, dtype: str, verifier: str | Non
 
 
 def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weights: str = "safetensors",
-                 verifier: str | None = None, allow_lossy: bool = False) -> Path:
-    """Write `drafter` in format `fmt`. B omits `embed_tokens` (SGLang takes the target's); C
+                 verifier: str | None = None, allow_lossy: bool = False,
+                 embed: bool | None = None) -> Path:
+    """Write `drafter` in format `fmt` into `out_dir` (replacing its config and weights files).
+    `embed=None` follows the format: B omits `embed_tokens` (SGLang takes the target's); C
     includes it, as speculators does; A includes it only when target_hidden_size != hidden_size,
-    the one case where EAGLE's loader does not copy the target's. Refuses (CheckpointError) a
-    drafter with features the format's consumer cannot express (`unsupported_features`) unless
-    `allow_lossy`, which writes them anyway (eagle_nb reads them back; that consumer ignores them)."""
+    the one case where EAGLE's loader does not copy the target's. `embed=True/False` overrides.
+    Refuses (CheckpointError) a drafter with features the format's consumer cannot express
+    (`unsupported_features`) unless `allow_lossy`, which writes them anyway (eagle_nb reads them
+    back; that consumer ignores them).
+    NOTE: writes in place; `convert` is the safe path for a user's directories."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; choose from {FORMATS}")
     lost = unsupported_features(drafter.config, fmt)
@@ -376,7 +403,7 @@ def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weigh
     keep_embed = fmt == "speculators" or (fmt == "eagle" and c.target_hidden_size != c.hidden_size)
     state = {}
     for k, v in drafter.state_dict().items():
-        if k == "embed_tokens.weight" and not keep_embed:
+        if k == "embed_tokens.weight" and not (keep_embed if embed is None else embed):
             continue
         if fmt == "speculators" and k.startswith("midlayer."):
             k = "layers.0." + k[len("midlayer."):]
@@ -418,16 +445,63 @@ def source_dtype(raw_cfg: dict, where: str) -> torch.dtype:
     return torch.float32
 
 
-def convert(src, dst, to: str, target=None, dtype=None, allow_lossy: bool = False) -> Path:
+def _embed_policy(rep: Report, drafter: Eagle3Drafter, temb, to: str, drop_embed: bool) -> tuple[bool, str]:
+    """(store embed_tokens in the output?, the sentence saying so). A drafter's own embedding is
+    never dropped silently: SGLang replaces it with the target's (reference/eagle3.md §9 row 14),
+    so format B needs `drop_embed` unless the two are identical."""
+    own = rep.notes.get("has_embed_tokens")
+    if to == "speculators":
+        return True, ("embed_tokens: stored, the source's own" if own else
+                      "embed_tokens: stored, taken from the target (the source has none)")
+    if not own:
+        return False, "embed_tokens: not stored (the source has none); engines use the target's"
+    # the source may store the target's embedding rounded to its own dtype (fp16 drafters do)
+    src_dtype = getattr(torch, str(rep.notes.get("dtype")).replace("torch.", ""), torch.float32)
+    same = temb is not None and tuple(temb.shape) == tuple(drafter.embed_tokens.weight.shape) and \
+        torch.equal(temb.detach().cpu().to(src_dtype).float(), drafter.embed_tokens.weight.detach().float().cpu())
+    if same:
+        return False, (f"embed_tokens: not stored; the source's own is the target's (equal at the "
+                       f"source's {str(src_dtype).replace('torch.', '')} precision)")
+    if drop_embed:
+        return False, ("embed_tokens: NOT stored (--drop-embed): the engines will use the TARGET's "
+                       "embedding, not the one this drafter was trained with")
+    if to == "eagle":
+        return True, ("embed_tokens: stored, the source's own (vLLM loads a drafter's own embedding "
+                      "when present; SGLang always uses the target's)")
+    diff = "" if temb is None else " and differs from the target's"
+    raise CheckpointError(
+        f"the source drafter carries its own embed_tokens{diff}, but SGLang replaces a drafter's "
+        f"embedding with the target's, so the converted drafter would not be the same model. Convert "
+        f"to 'eagle' or 'speculators' (both keep it), pass --target if the embedding is the "
+        f"target's (checked for equality), or pass --drop-embed (drop_embed=True) to accept the "
+        f"target's embedding; nothing was written")
+
+
+def convert(src, dst, to: str, target=None, dtype=None, *, allow_lossy: bool = False,
+            force: bool = False, drop_embed: bool = False, notes: list | None = None) -> Path:
     """Strict load in any format, then save in format `to` in the source's dtype (or `dtype`);
     layer ids are translated by the config writers, never copied. Refuses a destination format
-    that cannot express the source's features unless `allow_lossy`."""
+    that cannot express the source's features unless `allow_lossy`. `dst` must be new or empty
+    unless `force` (then it is replaced entirely); it can never be or contain `src`. The output is
+    written to a temporary directory beside `dst` and renamed into place. `notes` (a list)
+    receives what was decided about `embed_tokens`, for the CLI to print."""
+    if to not in FORMATS:
+        raise ValueError(f"unknown format {to!r}; choose from {FORMATS}")
+    try:
+        check_destination(dst, force, protect=(src, target))
+    except UserFileError as e:
+        raise CheckpointError(str(e)) from None
     src_dtype = source_dtype(read_config(Path(src)), str(Path(src) / "config.json"))
     out_dtype = src_dtype if dtype is None else check_dtype(dtype, "dtype argument")
-    drafter = load_drafter(src, target, dtype=torch.float32)
-    lost = unsupported_features(drafter.config, to) if to in FORMATS else []
+    drafter, rep, temb = _load(src, target, torch.float32, None)
+    lost = unsupported_features(drafter.config, to)
     if lost and not allow_lossy:
         raise CheckpointError(f"cannot convert {src} to format {to!r}: that format cannot express "
                               f"{lost} (see README 'Formats'); pass allow_lossy=True "
-                              f"(CLI: --allow-lossy) to write it anyway")
-    return save_drafter(drafter, dst, to, dtype=out_dtype, allow_lossy=allow_lossy)
+                              f"(CLI: --allow-lossy) to write it anyway; nothing was written")
+    store_embed, note = _embed_policy(rep, drafter, temb, to, drop_embed)
+    with AtomicDir(dst) as tmp:
+        save_drafter(drafter, tmp, to, dtype=out_dtype, allow_lossy=allow_lossy, embed=store_embed)
+    if notes is not None:
+        notes.append(note)
+    return Path(dst)

@@ -22,15 +22,24 @@ def _layers(spec: str, convention: str, num_layers: int) -> list[int]:
     return to_hf(ids, convention)
 
 
+def _nonempty(prompt: str) -> str:
+    if not prompt:
+        raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
+    return prompt
+
+
 def cmd_capture(a) -> int:
     import torch
 
     from .capture import capture, norm_profile, num_decoder_layers
+    from .limits import as_input_ids, fit_prompt
     from .targets import load_target
+    _nonempty(a.prompt)
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
     ids = _layers(a.layers, a.convention, L)
-    x = tok(a.prompt, return_tensors="pt")["input_ids"].to(next(model.parameters()).device)
+    x = as_input_ids(tok(a.prompt, return_tensors="pt")["input_ids"])
+    x = fit_prompt(x, model, 0, 0, where="--prompt").to(next(model.parameters()).device)
     with torch.no_grad(), capture(model, ids, layers_path=a.layers_path) as states:
         model(input_ids=x)
     fused = states.fused()
@@ -53,7 +62,8 @@ def cmd_inspect(a) -> int:
     tcfg = None
     if a.target:
         from .target_parts import read_text_config   # config.json only: the target is never loaded
-        tcfg = read_text_config(a.target)
+        from .targets import resolve_target
+        tcfg = read_text_config(resolve_target(a.target))
     try:
         rep, _ = inspect_checkpoint(a.path, tcfg)
     except CheckpointError as e:
@@ -70,20 +80,33 @@ def cmd_inspect(a) -> int:
 
 def cmd_convert(a) -> int:
     from .checkpoints import convert
-    out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy)
+    notes: list[str] = []
+    out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy, force=a.force,
+                  drop_embed=a.drop_embed, notes=notes)
     print(f"wrote {a.to} checkpoint to {out}")
+    for n in notes:
+        print(n)
     return 0
 
 
 def cmd_speculate(a) -> int:
     if a.features:
         return cmd_replay(a)
-    from .corpus import read_prompts
+    from .config import SpecConfig
+    from .prompts import read_prompts
     from .session import run_prompts
-    prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
+    from .targets import pick_device, resolve_target
+    # every flag is checked before a model is loaded (the same checks the API and notebooks use)
+    SpecConfig(depth=a.depth, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+               seed=a.seed, ablations=tuple(a.ablate))
+    pick_device(a.device)
+    if a.target:
+        resolve_target(a.target)
+    prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
-                         faults=tuple(a.ablate), device=a.device, check_reference=True)
+                         faults=tuple(a.ablate), device=a.device, check_reference=True,
+                         truncate_prompt=a.truncate_prompt)
     if a.json:
         print(json.dumps(result.summary(), indent=2))
     else:
@@ -93,12 +116,12 @@ def cmd_speculate(a) -> int:
 
 def cmd_record(a) -> int:
     from .capture import num_decoder_layers
-    from .corpus import read_prompts
+    from .prompts import read_prompts
     from .recording import record
     from .targets import load_target
     model, tok = load_target(a.target, device=a.device, dtype=a.dtype, device_map=a.device_map)
     ids = _layers(a.layers, a.convention, num_decoder_layers(model, a.layers_path))
-    prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
+    prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
     enc = [tok(p, return_tensors="pt")["input_ids"] for p in prompts]
     out = record(model, enc, a.out, ids, max_new_tokens=a.max_new_tokens, lookahead=a.lookahead,
                  target_name=str(a.target or "shipped"), final_hidden=a.final_hidden,
@@ -127,8 +150,9 @@ def cmd_replay(a) -> int:
 
 
 def cmd_report(a) -> int:
+    from .params import parse_param
     from .report import build_reports
-    params = dict(p.split("=", 1) for p in a.param)
+    params = dict(parse_param(p) for p in a.param)
     index = build_reports(a.out, params=params, notebooks=a.notebook or None)
     print(f"reports written; open {index}")
     return 0
@@ -162,6 +186,10 @@ def main(argv=None) -> None:
     p.add_argument("--target", default=None, help="supplies embed_tokens when the source has none")
     p.add_argument("--allow-lossy", action="store_true",
                    help="write even when the destination format cannot express a source feature")
+    p.add_argument("--force", action="store_true",
+                   help="replace DST entirely when it is a non-empty directory (never allowed: DST = SRC)")
+    p.add_argument("--drop-embed", action="store_true",
+                   help="do not store the source's own embed_tokens (engines then use the target's)")
     p.set_defaults(fn=cmd_convert)
 
     p = sub.add_parser("speculate", help="speculative decoding with acceptance metrics")
@@ -180,6 +208,9 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ablate", action="append", default=[], metavar="NAME",
                    help="named fault (repeatable); see `eagle_nb.faults.FAULTS`")
+    p.add_argument("--truncate-prompt", action="store_true",
+                   help="keep only a prompt's last tokens when it does not fit the target's context "
+                        "(default: refuse it)")
     p.add_argument("--device", default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_speculate)
@@ -211,6 +242,6 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     try:
         sys.exit(a.fn(a))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:   # the package's errors name the fault and fix
         print(f"eagle-nb {a.cmd}: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -1,7 +1,8 @@
 """The offline training corpus for the shipped target: Python source files of the standard library.
 
 Knows how to list, split (by file, deterministically), read and pack the files, and how to train the
-byte-level BPE tokenizer on the training split. It knows nothing about models.
+byte-level BPE tokenizer on the training split. It knows nothing about models; user prompt files
+are read by prompts.py.
 
 The split is by file path (a hash), so evaluation prompts come from files the model never saw.
 """
@@ -11,6 +12,8 @@ import hashlib
 import json
 import sysconfig
 from pathlib import Path
+
+from .prompts import read_prompts  # noqa: F401  NOTE: moved to prompts.py; kept for old imports
 
 EOS = "<|endoftext|>"
 VAL_FRACTION = 0.05
@@ -118,22 +121,3 @@ def write_jsonl(rows: list[dict], path: Path) -> None:
     with open(path, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-
-
-def read_prompts(path) -> list[str]:
-    """Prompt file: JSON lines, each an object with a `prompt` field. Errors name the line."""
-    out = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not valid JSON ({e})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
-                raise ValueError(f"{path}:{n}: expected an object with a string 'prompt' field")
-            out.append(row["prompt"])
-    if not out:
-        raise ValueError(f"{path}: no prompts found")
-    return out

@@ -246,11 +246,14 @@ def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
     """Execute the notebooks, write `<stem>.ipynb` (executed) and `<stem>.html` per notebook plus
     `index.html` and `results.json` into `out_dir`. Returns the index path. Raises ReportError
     (after writing everything) if any notebook failed."""
+    from .params import check_out_dir, check_params
+    check_out_dir(out_dir, NOTEBOOK_DIR)
     import nbformat
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     srcs = list_notebooks(notebooks)
     params = resolve_params(params)
+    check_params(params, srcs)          # unknown names and bad values, before anything executes
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     rows, t_all = [], time.perf_counter()
     for n, src in enumerate(srcs, 1):
         if progress:

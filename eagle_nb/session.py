@@ -15,7 +15,9 @@ from tqdm.auto import tqdm
 
 from . import faults as F
 from .capture import eagle3_layers, num_decoder_layers
+from .limits import fit_prompt
 from .metrics import from_stats
+from .prompts import check_prompts
 from .results import RunResult, Sweep
 from .setting import Setting
 from .speculate import generate, greedy_reference
@@ -53,27 +55,30 @@ class Pair:
         return self.tokenizer(prompt, return_tensors="pt")["input_ids"].to(self.device)
 
     def run(self, prompts, setting: Setting | None = None, *, check_reference: bool = False,
-            progress: bool = True, **fields) -> RunResult:
+            progress: bool = True, truncate_prompt: bool = False, **fields) -> RunResult:
         """Speculate over `prompts` under `setting` (or `Setting(**fields)`, e.g. `depth=4,
         faults=("fc-bypass",)`). With `check_reference`, greedy runs are also decoded target-only
-        and compared token for token."""
+        and compared token for token. A prompt that does not fit the target's context is refused
+        before decoding unless `truncate_prompt` (limits.py)."""
         if setting is None:
             setting = Setting(**fields)
         elif fields:
             raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
-        prompts = tuple(prompts)
-        key = (prompts, setting, check_reference)
+        prompts = tuple(check_prompts(prompts))
+        key = (prompts, setting, check_reference, truncate_prompt)
         if key not in self._cache:
-            self._cache[key] = self._run(prompts, setting, check_reference, progress)
+            self._cache[key] = self._run(prompts, setting, check_reference, progress, truncate_prompt)
         return self._cache[key]
 
-    def _run(self, prompts, s: Setting, check_reference: bool, progress: bool) -> RunResult:
+    def _run(self, prompts, s: Setting, check_reference: bool, progress: bool,
+             truncate_prompt: bool = False) -> RunResult:
         w = self.wiring(s)
         eos = self.tokenizer.eos_token_id
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
                                    disable=not progress, leave=False)):
-            ids = self.encode(p)
+            ids = fit_prompt(self.encode(p), self.target, s.max_new_tokens, s.depth,
+                             truncate=truncate_prompt, where=f"prompt {i}")
             toks, st = generate(w.target, w.drafter, ids, depth=s.depth,
                                 max_new_tokens=s.max_new_tokens, temperature=s.temperature,
                                 seed=s.seed + i, layer_ids=list(w.layer_ids), feature_mode=w.features,
@@ -96,7 +101,7 @@ class Pair:
 
 
 def shipped_prompts(n: int | None = None) -> list[str]:
-    from .corpus import read_prompts
+    from .prompts import read_prompts
     p = read_prompts(SHIPPED_PROMPTS)
     return p[:n] if n else p
 

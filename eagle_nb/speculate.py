@@ -25,6 +25,7 @@ from .capture import capture
 from .config import SpecConfig
 from .drafter import FC_STRICT
 from .kv_cache import hf_cache_len, hf_cache_rollback
+from .limits import as_input_ids, check_fits, context_length, text_config
 
 FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenated (n_aux*Ht)
 FEATURES_FINAL = "final-hidden"   # fault: the target hands over its final (post-norm) state (Ht)
@@ -139,16 +140,23 @@ def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 
 # -- the loop --------------------------------------------------------------------------------------
+def _checked_ids(target, input_ids) -> torch.Tensor:
+    ids = as_input_ids(input_ids, getattr(text_config(target), "vocab_size", None))
+    return ids.to(next(target.parameters()).device)
+
+
 @torch.no_grad()
 def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_tokens: int = 64,
              temperature: float = 0.0, seed: int = 0, layer_ids=None,
              feature_mode: str = FEATURES_AUX, layers_path=None, eos_token_id=None,
              fc_policy: str = FC_STRICT, d2t: torch.Tensor | None = None):
     """Speculative decoding of one prompt (1, T0). Returns (generated ids, SpecStats).
-    `feature_mode`, `fc_policy`, `d2t`: what the loop is given (faults.Wiring fills them)."""
+    `feature_mode`, `fc_policy`, `d2t`: what the loop is given (faults.Wiring fills them).
+    Parameters are checked by SpecConfig, and prompt + max_new_tokens + depth must fit the
+    target's context (limits.py) before anything decodes."""
     SpecConfig(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-    if input_ids.shape[0] != 1:
-        raise ValueError("generate() decodes one prompt at a time (batch size 1)")
+    input_ids = _checked_ids(target, input_ids)
+    check_fits(input_ids.shape[1], max_new_tokens, depth, context_length(target))
     if feature_mode not in (FEATURES_AUX, FEATURES_FINAL):
         raise ValueError(f"generate() needs target features: feature_mode {feature_mode!r} "
                          f"is not one of {(FEATURES_AUX, FEATURES_FINAL)}")
@@ -230,6 +238,9 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
 def greedy_reference(target, input_ids: torch.Tensor, max_new_tokens: int = 64, eos_token_id=None):
     """Target-only greedy decoding, one token per forward, with the same HF cache. Returns
     (generated ids, seconds)."""
+    SpecConfig(max_new_tokens=max_new_tokens)
+    input_ids = _checked_ids(target, input_ids)
+    check_fits(input_ids.shape[1], max_new_tokens, 0, context_length(target))
     t0 = time.perf_counter()
     runner = TargetRunner(target, None, feature_mode=FEATURES_NONE)
     out = []

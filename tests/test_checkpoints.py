@@ -100,12 +100,14 @@ def test_save_and_convert_refuse_what_the_format_cannot_express(tmp_path, target
             with pytest.raises(CheckpointError, match=rf"cannot convert .* to format '{fmt}'.*{flag}"):
                 convert(src, tmp_path / f"c_{fmt}", fmt)
             assert not (tmp_path / f"c_{fmt}" / "config.json").exists()
-            out = convert(src, tmp_path / f"l_{fmt}", fmt, allow_lossy=True)
+            out = convert(src, tmp_path / f"l_{fmt}", fmt, allow_lossy=True,
+                          drop_embed=fmt == "sglang")   # its own embedding is not the target's
             assert read_config(out)[flag] is True
         else:
-            convert(src, tmp_path / f"c_{fmt}", fmt, target=target)
+            convert(src, tmp_path / f"c_{fmt}", fmt, target=target, drop_embed=fmt == "sglang")
     if "sglang" in refused_by:
-        cli = [sys.executable, "-m", "eagle_nb", "convert", str(src), str(tmp_path / "cli"), "--to", "sglang"]
+        cli = [sys.executable, "-m", "eagle_nb", "convert", str(src), str(tmp_path / "cli"), "--to", "sglang",
+               "--drop-embed"]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         r = subprocess.run(cli, capture_output=True, text=True, env=env)
         assert r.returncode != 0 and flag in r.stderr + r.stdout
@@ -140,10 +142,11 @@ def test_formats_a_b_need_the_target_embedding(tmp_path, drafter):
 
 
 def test_convert_chain_a_c_b_a_keeps_logits(tmp_path, drafter, target, inputs):
-    """convert() A -> C -> B -> A: every intermediate loads to the same drafter and logits."""
+    """convert() A -> C -> B -> A: every intermediate loads to the same drafter and logits. C -> B
+    is given the target, so the stored embedding is checked equal to the target's and dropped."""
     a = save_drafter(drafter, tmp_path / "a", "eagle")
     c = convert(a, tmp_path / "c", "speculators", target=target)
-    b = convert(c, tmp_path / "b", "sglang")
+    b = convert(c, tmp_path / "b", "sglang", target=target)
     a2 = convert(b, tmp_path / "a2", "eagle", target=target)
     for p, fmt in [(c, "speculators"), (b, "sglang"), (a2, "eagle")]:
         assert detect_format(read_config(p)) == fmt

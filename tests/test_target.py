@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from eagle_nb.corpus import read_prompts
+from eagle_nb.prompts import read_prompts
 from eagle_nb.targets import DATA_DIR, SHIPPED_PROMPTS, SHIPPED_TARGET, load_target, make_wrapper
 
 METRICS = json.loads((DATA_DIR / "target_metrics.json").read_text())
