@@ -1,4 +1,4 @@
-"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | report.
+"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | report | engine.
 
 Thin: parses flags, calls the package, prints a table or JSON. No algorithm lives here.
 """
@@ -148,6 +148,9 @@ def main(argv=None) -> None:
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--notebook", action="append", default=[], help="only these notebooks")
     p.set_defaults(fn=cmd_report)
+
+    from .engines.commands import add_parser as add_engine_parser
+    add_engine_parser(sub)
 
     a = ap.parse_args(argv)
     try:

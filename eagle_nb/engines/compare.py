@@ -171,20 +171,27 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             temperature: float = 0.0, seed: int = 0, ablations=(), url: str | None = None,
             server=None, engine_drafter=None, pair=None, n_prompts: int | None = None,
             tau_tol: float | None = None, pos_tol: float | None = None,
-            startup_timeout: float = 900.0) -> Comparison:
+            startup_timeout: float = 900.0, missing_engine: str = "raise") -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
     running VllmServer), `url` (a server someone else runs), or else a vLLM server launched here
     for `target` + (`engine_drafter` or `drafter`) and stopped afterwards."""
     from ..session import Pair, shipped_prompts
     from ..targets import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
-    from .server import VllmServer
+    from .server import VllmServer, engine_unavailable_reason
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
     ref, ref_ids, notes = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens,
                                         temperature=temperature, seed=seed, ablations=ablations)
     own = None
+    if url is None and server is None and missing_engine == "reference-only":
+        reason = engine_unavailable_reason()
+        if reason:
+            return Comparison({"depth": depth, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                               "prompts": len(prompts), "reference_ablations": list(ablations)},
+                              ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
+                              {}, "not-run", f"engine not run: {reason}", [], notes, None)
     if url is None and server is None:
         own = VllmServer(target or SHIPPED_TARGET, engine_drafter or drafter or SHIPPED_DRAFTER_SPECULATORS,
                          depth, startup_timeout=startup_timeout).start()
@@ -192,9 +199,13 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     try:
         ep = Endpoint(url or server.url)
         before = ep.scrape()
+        logged = server.log_text().count("SpecDecoding metrics") if server is not None else 0
         out = ep.complete(ids, max_new_tokens, temperature, seed=seed if temperature else None)
         delta = ep.scrape() - before
-        log = parse_log(server.log_text()).summary if server is not None else None
+        log = None
+        if server is not None:
+            server.wait_for_log("SpecDecoding metrics", logged)
+            log = parse_log(server.log_text()).summary
     finally:
         if own is not None:
             own.stop()

@@ -29,7 +29,7 @@ _VLLM_FIELDS = {
     "drafted_throughput": rf"Drafted throughput:\s*{_NUM}",
     "accepted_tokens": rf"Accepted:\s*{_NUM} tokens",
     "drafted_tokens": rf"Drafted:\s*{_NUM} tokens",
-    "draft_acceptance_rate": rf"Avg Draft acceptance rate:\s*{_NUM}%",
+    "draft_acceptance_rate": rf"(?:Avg )?Draft acceptance rate:\s*{_NUM}%",
 }
 _PER_POS = re.compile(r"Per-position acceptance rate:\s*((?:\d+(?:\.\d+)?(?:,\s*)?)+)")
 _SGLANG_FIELDS = {
@@ -78,15 +78,15 @@ def _time(line: str, engine: str):
 
 
 def _parse_vllm(line: str) -> dict | None:
+    """None for a line cut short: every vLLM version ends it with a % rate or the per-position list."""
     f = _fields(line, _VLLM_FIELDS)
-    if "accept_length" not in f:
+    tail = line.rstrip()
+    if "accept_length" not in f or not (tail.endswith("%") or tail[-1:].isdigit()):
         return None
     m = _PER_POS.search(line)
     f["per_position"] = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", m.group(1))] if m else None
     if "draft_acceptance_rate" in f:
         f["draft_acceptance_rate"] /= 100.0
-    elif "Avg Draft acceptance rate" in line:
-        return None                                   # cut off inside the last field
     return f
 
 
