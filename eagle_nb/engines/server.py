@@ -62,7 +62,10 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
+    """True when something listens on (or holds) the port; connections left in TIME_WAIT do not
+    count (servers bind with SO_REUSEADDR, as uvicorn does)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((HOST, port))
         except OSError:
