@@ -155,7 +155,7 @@ def test_broken_checkpoints_change_only_their_field(tmp_path):
         {k: v for k, v in cfg0.items() if k != "eagle_aux_hidden_state_layer_ids"}
     d = write_broken_drafter(src, tmp_path / "d2t", "d2t-absolute")
     w0, w1 = load_file(str(src / "model.safetensors")), load_file(str(d / "model.safetensors"))
-    assert torch.equal(w1["d2t"], w0["d2t"] + torch.arange(w0["d2t"].numel()))
+    assert torch.equal(w1["d2t"] + torch.arange(w0["d2t"].numel()), w0["d2t"])   # i + d2t'[i] = offset[i]
     assert all(torch.equal(w0[k], w1[k]) for k in w0 if k != "d2t")
     with pytest.raises(ValueError, match="unknown checkpoint fault"):
         write_broken_drafter(src, tmp_path / "x", "fc-bypass")

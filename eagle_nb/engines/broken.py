@@ -3,10 +3,12 @@ be shown the same fault the kit's ablation (`eagle_nb.ablations`) simulates.
 
 - `layer-ids+1` / `layer-ids-1`: `eagle_aux_hidden_state_layer_ids` in config.json shifted by one
   (the engine then captures other target layers; the kit's ablation shifts the captured ids).
-- `d2t-absolute`: `d2t` rewritten as absolute target ids (`d2t + arange`), the mistake of a
-  converter that thinks the table holds ids. The engine still adds the draft index, so draft id i
-  becomes target id 2i + offset[i]; the kit's ablation sends it to offset[i]. Both send almost
-  every draft to a wrong token, so both predict acceptance near zero.
+- `d2t-absolute`: the offsets read as absolute target ids, written so that an engine which adds
+  the draft index (`i + d2t[i]`) lands on `offset[i]`: the stored table is `offset - arange`, the
+  hand "fix" of someone who took the offsets for ids. Draft id i then becomes target id
+  `offset[i]`, exactly what the kit's `d2t-absolute` ablation simulates. (Storing `offset + arange`
+  instead sends ids past the vocabulary; vLLM 0.32 CPU then dies with an IndexError on the first
+  request, measured here, so that variant is not a silent fault.)
 Works on a copy; the source is never touched. Knows checkpoint files only.
 """
 from __future__ import annotations
@@ -52,6 +54,6 @@ def write_broken_drafter(src, dst, fault: str) -> Path:
         if hit is None:
             raise ValueError(f"no `d2t` tensor in {[str(f) for f in files]}")
         d2t = state["d2t"]
-        state["d2t"] = d2t + torch.arange(d2t.numel(), dtype=d2t.dtype)
+        state["d2t"] = d2t - torch.arange(d2t.numel(), dtype=d2t.dtype)
         save_file(state, str(hit), metadata=meta)
     return dst

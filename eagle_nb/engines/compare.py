@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -144,6 +145,17 @@ class Comparison:
         return out
 
 
+def _log_caught_up(server, drafted_total: float, timeout: float = 10.0):
+    """The server's parsed log once its SpecDecoding lines account for every drafted token the
+    counters saw (vLLM logs on a timer, so the last lines come up to an interval later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = parse_log(server.log_text())
+        if p.summary.get("vllm", {}).get("drafted_tokens", 0) >= drafted_total or time.monotonic() > deadline:
+            return p
+        time.sleep(0.25)
+
+
 def judge(ref: AcceptanceMetrics, eng: AcceptanceMetrics | None, temperature: float,
           tau_tol: float | None = None, pos_tol: float | None = None) -> tuple[str, str, dict]:
     """Verdict and the tolerance it used: the measured greedy agreement, widened at T > 0 by twice
@@ -199,13 +211,10 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     try:
         ep = Endpoint(url or server.url)
         before = ep.scrape()
-        logged = server.log_text().count("SpecDecoding metrics") if server is not None else 0
         out = ep.complete(ids, max_new_tokens, temperature, seed=seed if temperature else None)
-        delta = ep.scrape() - before
-        log = None
-        if server is not None:
-            server.wait_for_log("SpecDecoding metrics", logged)
-            log = parse_log(server.log_text()).summary
+        after = ep.scrape()
+        delta = after - before
+        log = None if server is None else _log_caught_up(server, after.num_draft_tokens).summary
     finally:
         if own is not None:
             own.stop()

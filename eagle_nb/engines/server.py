@@ -212,16 +212,6 @@ class VllmServer:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def wait_for_log(self, marker: str, count: int, timeout: float = 10.0) -> bool:
-        """Wait until the log holds more than `count` lines containing `marker` (vLLM logs its
-        stats on a timer, so a line for the last request appears up to an interval later)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.log_text().count(marker) > count:
-                return True
-            time.sleep(0.25)
-        return False
-
     def group_pids(self) -> list[int]:
         """Live processes in the server's process group (the server and its engine children)."""
         if self.proc is None:
