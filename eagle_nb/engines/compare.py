@@ -92,11 +92,11 @@ class Comparison:
     engine_counters: Counters
     agreement: dict
     tolerance: dict
-    verdict_kind: str                          # match | under-accepts | over-accepts | unknown
+    verdict_kind: str                          # match | under-accepts | over-accepts | unknown | not-run
     verdict: str
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    engine_log: dict | None = None             # parse_log summary of the server we launched
+    engine_log: object = None                  # ParsedLog of the server's log (when we hold the server)
 
     @property
     def delta_tau(self) -> float | None:
@@ -140,7 +140,8 @@ class Comparison:
                {**self.engine.as_dict(), "vllm_log_line": vllm_log_line(self.engine),
                 "sglang_log_line": sglang_log_line(self.engine)},
                "engine_counters": self.engine_counters.as_dict(), "warnings": self.warnings,
-               "notes": self.notes, "engine_log": self.engine_log}
+               "notes": self.notes,
+               "engine_log": None if self.engine_log is None else self.engine_log.summary}
         json.dumps(out)                                  # fail here, not in the caller, if not plain
         return out
 
@@ -183,7 +184,8 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             temperature: float = 0.0, seed: int = 0, ablations=(), url: str | None = None,
             server=None, engine_drafter=None, pair=None, n_prompts: int | None = None,
             tau_tol: float | None = None, pos_tol: float | None = None,
-            startup_timeout: float = 900.0, missing_engine: str = "raise") -> Comparison:
+            startup_timeout: float = 900.0, missing_engine: str = "raise",
+            server_kw: dict | None = None) -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
     running VllmServer), `url` (a server someone else runs), or else a vLLM server launched here
@@ -206,7 +208,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
     if url is None and server is None:
         own = VllmServer(target or SHIPPED_TARGET, engine_drafter or drafter or SHIPPED_DRAFTER_SPECULATORS,
-                         depth, startup_timeout=startup_timeout).start()
+                         depth, startup_timeout=startup_timeout, **(server_kw or {})).start()
         server = own
     try:
         ep = Endpoint(url or server.url)
@@ -214,7 +216,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
         out = ep.complete(ids, max_new_tokens, temperature, seed=seed if temperature else None)
         after = ep.scrape()
         delta = after - before
-        log = None if server is None else _log_caught_up(server, after.num_draft_tokens).summary
+        log = None if server is None else _log_caught_up(server, after.num_draft_tokens)
     finally:
         if own is not None:
             own.stop()
@@ -239,3 +241,15 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "engine_startup_s": getattr(own, "startup_s", None)}
     return Comparison(setting, ref, eng, delta, agreement(ref_ids, out), tol, kind, verdict, warns,
                       notes, log)
+
+
+def side_by_side(comparisons: dict) -> pd.DataFrame:
+    """tau and per-position acceptance of several comparisons (name -> Comparison) as columns
+    `<name>: reference` and `<name>: engine`, one row per metric."""
+    cols = {}
+    for name, c in comparisons.items():
+        for side, m in (("reference", c.reference), ("engine", c.engine)):
+            vals = [None] * (1 + c.reference.depth) if m is None else [m.accept_length, *m.per_position_acceptance]
+            cols[f"{name}: {side}"] = vals
+    k = next(iter(comparisons.values())).reference.depth
+    return pd.DataFrame(cols, index=["tau"] + [f"position {i}" for i in range(k)])
