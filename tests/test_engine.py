@@ -117,3 +117,17 @@ def test_broken_checkpoint_engine_matches_the_kits_ablation(fault, pair, tmp_pat
     assert abs(res.delta_tau) <= GREEDY_TAU_TOL, res.verdict
     e, abl, ok = res.engine.accept_length, res.reference.accept_length, healthy_ref.accept_length
     assert ok - abl > GREEDY_TAU_TOL and abs(e - abl) < abs(e - ok), (e, abl, ok)
+
+
+def test_cli_engine_compare_by_url(server, capsys):
+    """`eagle-nb engine compare --url URL --json` against the running server: both metric sets and
+    the concurrency warning for a server it did not launch."""
+    import json
+
+    from eagle_nb.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["engine", "compare", "--url", server.url, "--n-prompts", "4", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert e.value.code == 0, out["verdict"]
+    assert out["engine"]["depth"] == K and out["reference"]["verify_steps"] > 0
+    assert out["setting"]["engine"] == server.url and "server-wide" in out["warnings"][0]

