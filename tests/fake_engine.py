@@ -23,6 +23,8 @@ if a.ignore_term:
 child = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
                           + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if a.ignore_term else "")
                           + "time.sleep(600)"])
+if not a.ignore_term:        # like vLLM: on SIGTERM, shut the children down, then exit
+    signal.signal(signal.SIGTERM, lambda *_: (child.terminate(), sys.exit(0)))
 time.sleep(a.delay)
 
 

@@ -71,3 +71,25 @@ def test_missing_engine_environment_is_named(tmp_path, monkeypatch):
     monkeypatch.delenv("EAGLE_NB_ENGINE_PYTHON", raising=False)
     with pytest.raises(EngineError, match="nowhere/bin/python does not exist; run `make engine`"):
         VllmServer("t", "d").start()
+
+
+def test_server_dies_with_a_killed_parent(tmp_path):
+    """A kit process killed with SIGKILL (no atexit) still takes its server down."""
+    import os
+    import signal
+    import subprocess
+    code = ("import sys, time; sys.path.insert(0, %r)\n"
+            "from eagle_nb.engines import VllmServer\n"
+            "s = VllmServer('t', 'd', command=%r).start()\n"
+            "print(s.proc.pid, flush=True); time.sleep(600)\n") % (str(Path(__file__).parents[1]), FAKE)
+    kit = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    leader = int(kit.stdout.readline())
+    os.kill(kit.pid, signal.SIGKILL)
+    kit.wait()
+    deadline = time.monotonic() + 10
+    while _group_members(leader) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = _group_members(leader)
+    for p in left:                                    # clean up before failing
+        os.kill(p, signal.SIGKILL)
+    assert left == []

@@ -44,15 +44,29 @@ def engine_python(python=None) -> Path:
 
 
 def engine_unavailable_reason(python=None) -> str | None:
-    """None when the engine environment exists and imports vllm, else why not (for skips)."""
+    """None when the engine environment exists and has a `vllm` package, else why not (for skips).
+    Finds the package without importing it (an import takes ~15 s); a broken install shows up
+    when the server starts, with its log in the error."""
     try:
         py = engine_python(python)
     except EngineError as e:
         return str(e)
-    r = subprocess.run([str(py), "-c", "import vllm"], capture_output=True, text=True)
+    r = subprocess.run([str(py), "-c", "import importlib.util, sys; "
+                        "sys.exit(importlib.util.find_spec('vllm') is None)"], capture_output=True, text=True)
     if r.returncode:
-        return f"{py} cannot import vllm: {r.stderr.strip().splitlines()[-1:] or r.returncode}"
+        return f"{py} has no vllm package (run `make engine`, or point ENGINE_VENV at a vLLM environment)"
     return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the kit's process dies, even by SIGKILL, where atexit
+    cannot run (Linux prctl PR_SET_PDEATHSIG; elsewhere a no-op). vLLM then shuts down its own
+    children. NOTE: the signal follows the *thread* that started the server."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -150,7 +164,8 @@ class VllmServer:
         t0 = time.perf_counter()
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=str(REPO_ROOT), start_new_session=True)
+                                     cwd=str(REPO_ROOT), start_new_session=True,
+                                     preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         log.close()
         atexit.register(self.stop)
         try:
