@@ -1,7 +1,8 @@
-"""Figures for the engine comparison and engine logs (matplotlib; returns the Figure).
-Knows result objects only."""
+"""Figures for the engine comparison and engine logs (matplotlib). Each returns its Figure, closed
+so that a notebook shows it once (as the cell's value), not twice. Knows result objects only."""
 from __future__ import annotations
 
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
 
@@ -23,6 +24,7 @@ def plot_comparison(cmp, ax=None, title: str | None = None):
     ax.legend(fontsize=8)
     ax.set_title(title or cmp.verdict_kind)
     fig.tight_layout()
+    plt.close(fig)
     return fig
 
 
@@ -33,15 +35,20 @@ def plot_log(parsed, ax=None, title: str = "engine log: acceptance over time"):
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 3.4))
     if df.empty:
         ax.text(0.5, 0.5, "no acceptance lines in the log", ha="center", va="center")
+        plt.close(fig)
         return fig
-    x = df["time"] if df["time"].notna().all() else df["line_no"]
+    use_time = bool(df["time"].notna().all())
+    x = df["time"] if use_time else df["line_no"]
     ax.plot(x, df["accept_length"], "o-", color="black", label="accept length (tau)")
     ax.set_ylabel("accept length")
-    ax.set_xlabel("time" if x is df["time"] else "log line")
+    ax.set_xlabel("time (as logged)" if use_time else "log line")
+    if use_time:
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
     pp = [p if isinstance(p, list) else None for p in df["per_position"]]
+    k = max((len(p) for p in pp if p), default=0)
+    ax.set_ylim(1, max(k + 1, float(df["accept_length"].max()) + 0.5))    # tau lies in 1..k+1
     if any(pp):
         ax2 = ax.twinx()
-        k = max(len(p) for p in pp if p)
         for i in range(k):
             ax2.plot(x, [p[i] if p and i < len(p) else float("nan") for p in pp], ".--",
                      alpha=0.7, label=f"position {i}")
@@ -52,4 +59,5 @@ def plot_log(parsed, ax=None, title: str = "engine log: acceptance over time"):
     ax.set_title(title)
     fig.autofmt_xdate()
     fig.tight_layout()
+    plt.close(fig)
     return fig
