@@ -174,3 +174,15 @@ def test_cli_engine_log(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["engine", "log", str(tmp_path / "missing.log")])
     assert e.value.code == 2
+
+
+def test_sampling_widens_the_tolerance():
+    """At T > 0 the tau tolerance is at least twice the standard error of the difference, and a
+    difference well inside it is still a match; at T = 0 the measured greedy tolerance holds."""
+    a = acceptance_metrics([4, 0, 2, 1, 3] * 20, 4)
+    b = acceptance_metrics([4, 0, 2, 1, 3] * 18 + [4, 0, 2, 1, 2] * 2, 4)
+    kind, _, tol = judge(a, b, 1.0)
+    assert tol["tau"] >= 2 * tol["tau_sampling_se"] > 0.10 and kind == "match"
+    c = acceptance_metrics([4, 0, 2, 1, 2] * 20, 4)                 # delta tau -0.20
+    kind, _, tol0 = judge(a, c, 0.0)
+    assert kind == "under-accepts" and tol0["tau"] == 0.10

@@ -160,20 +160,26 @@ def _log_caught_up(server, drafted_total: float, timeout: float = 10.0):
 def judge(ref: AcceptanceMetrics, eng: AcceptanceMetrics | None, temperature: float,
           tau_tol: float | None = None, pos_tol: float | None = None) -> tuple[str, str, dict]:
     """Verdict and the tolerance it used: the measured greedy agreement, widened at T > 0 by twice
-    the sampling standard error of the difference."""
+    the sampling standard error of the difference (tau: from both runs' accepted-count histograms;
+    each position: binomial)."""
     if eng is None:
         return "unknown", "the engine exposes no acceptance counters to compare", {}
     se = math.hypot(sampling_se(ref), sampling_se(eng))
-    tau_tol = tau_tol if tau_tol is not None else (GREEDY_TAU_TOL if temperature == 0 else max(GREEDY_TAU_TOL, 2 * se))
-    pos_tol = pos_tol if pos_tol is not None else (GREEDY_POS_TOL if temperature == 0 else max(GREEDY_POS_TOL, 2 * se / ref.depth))
-    tol = {"tau": tau_tol, "per_position": pos_tol, "tau_sampling_se": se}
+    # per position: binomial standard error of each run's rate, combined
+    pos_se = [math.sqrt(p * (1 - p) / ref.verify_steps + q * (1 - q) / eng.verify_steps)
+              for p, q in zip(ref.per_position_acceptance, eng.per_position_acceptance)]
+    sampled = temperature != 0
+    tau_tol = tau_tol if tau_tol is not None else max(GREEDY_TAU_TOL, 2 * se if sampled else 0.0)
+    pos_tols = [pos_tol if pos_tol is not None else max(GREEDY_POS_TOL, 2 * s if sampled else 0.0)
+                for s in pos_se]
+    tol = {"tau": tau_tol, "per_position": pos_tols, "tau_sampling_se": se}
     d = eng.accept_length - ref.accept_length
     gaps = [e - r for e, r in zip(eng.per_position_acceptance, ref.per_position_acceptance)]
     profile = ", ".join(f"{g:+.3f}" for g in gaps)
-    if abs(d) <= tau_tol and all(abs(g) <= pos_tol for g in gaps):
+    if abs(d) <= tau_tol and all(abs(g) <= t for g, t in zip(gaps, pos_tols)):
         return "match", (f"engine matches the reference loop: tau {eng.accept_length:.2f} vs "
                          f"{ref.accept_length:.2f} (|delta| {abs(d):.2f} <= {tau_tol:.2f}); per-position "
-                         f"gap {profile} (each within {pos_tol:.3f})"), tol
+                         f"gap {profile} (each within {max(pos_tols):.3f})"), tol
     kind = "under-accepts" if d < 0 else "over-accepts"
     return kind, (f"engine {kind} by delta tau {d:+.2f} (tau {eng.accept_length:.2f} vs reference "
                   f"{ref.accept_length:.2f}, tolerance {tau_tol:.2f}); per-position gap engine - "
