@@ -5,8 +5,8 @@ written here against the kit's named ablations; the server's lifecycle; and its 
 One vLLM server per configuration, shared by the tests of this module (module-scoped fixtures);
 three servers in all (healthy, aux ids + 1, d2t absolute). Skipped, with the reason, only when no
 engine environment exists (`make engine` creates it; `make test` runs it first).
-Measured on the 2-core reference machine: about 3 minutes for this module, most of it the three
-server start-ups (~40 s each).
+Measured on the 2-core machine while other jobs shared it (load average ~10): 4 min 15 s for this
+module, most of it the three server start-ups (55-60 s each there, ~40 s on a quieter machine).
 """
 from __future__ import annotations
 
