@@ -195,7 +195,14 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
     running VllmServer), `url` (a server someone else runs), or else a vLLM server launched here
-    for `target` + (`engine_drafter` or `drafter`) and stopped afterwards."""
+    for `target` + (`engine_drafter` or `drafter`) and stopped afterwards.
+    `missing_engine="reference-only"` (notebooks): when no engine environment exists and no server
+    or URL is given, return the reference side alone, verdict_kind "not-run" with the reason."""
+    if missing_engine not in ("raise", "reference-only"):
+        raise ValueError(f"missing_engine must be 'raise' or 'reference-only', got {missing_engine!r}")
+    if engine_drafter is not None and (url is not None or server is not None):
+        raise ValueError("engine_drafter applies to a server launched here; a running server or URL "
+                         "already serves its own drafter")
     from ..session import Pair, shipped_prompts
     from ..targets import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
     from .server import VllmServer, engine_unavailable_reason
