@@ -4,7 +4,8 @@ The kit never imports vLLM: the server runs from the engine environment (`make e
 `.venv-engine`, or `ENGINE_VENV=` / `EAGLE_NB_ENGINE_PYTHON=` pointing at a user's vLLM) and is
 reached over HTTP on 127.0.0.1. The server runs in its own process group, so stopping it takes
 vLLM's engine-core children with it; it is stopped on every exit path (context manager, explicit
-`stop()`, interpreter exit via atexit). Knows processes and ports; knows nothing about metrics.
+`stop()`, interpreter exit via atexit, and SIGTERM from the kernel when the kit process dies
+without running atexit). Knows processes and ports; knows nothing about metrics.
 """
 from __future__ import annotations
 
@@ -132,6 +133,7 @@ class VllmServer:
         self.log_path = Path(tempfile.mkstemp(prefix="eagle_nb_vllm_", suffix=".log", dir=log_dir)[1])
         self.proc: subprocess.Popen | None = None
         self.startup_s: float | None = None
+        self.reused = 0                                # times `serve()` handed this server out again
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -259,7 +261,7 @@ def serve(target, drafter, depth: int = 4, **kw) -> VllmServer:
     key = (str(target), str(drafter), int(depth), json.dumps(kw, sort_keys=True, default=str))
     srv = _RUNNING.get(key)
     if srv is not None and srv.running():
-        srv.reused = getattr(srv, "reused", 0) + 1
+        srv.reused += 1
         return srv
     srv = VllmServer(target, drafter, depth, **kw).start()
     _RUNNING[key] = srv
