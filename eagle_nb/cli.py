@@ -1,4 +1,4 @@
-"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | report | engine.
+"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | report.
 
 Thin: parses flags, calls the package, prints a table or JSON. No algorithm lives here.
 """
