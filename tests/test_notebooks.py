@@ -22,7 +22,8 @@ from eagle_nb.widgets import FAULTS
 NOTEBOOKS = report.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
                    "max_new_tokens", "device", "device_map")
-BUDGET_S = 300          # all four notebooks on the 2-core reference CPU
+BUDGET_S = 300          # notebooks 01-04 on the 2-core reference CPU
+ENGINE_BUDGET_S = 150   # 05: two vLLM start-ups (~40-60 s each here) and two short comparisons
 
 
 def well_below(fault_tau: float, healthy_tau: float, keeps: float = 0.6) -> bool:
@@ -78,12 +79,13 @@ def html_of(built, nb: str) -> str:
 
 
 def test_all_notebooks_execute_within_budget(built):
-    """Every notebook ran without error, and all four together stay within the budget (with 50%
-    slack for a loaded CI machine)."""
+    """Every notebook ran without error, and all together stay within the budget (with 50% slack
+    for a loaded CI machine)."""
     res = built[2]
     assert sorted(res["notebooks"]) == [p.stem for p in NOTEBOOKS]
     assert all(r["error"] is None for r in res["notebooks"].values())
-    assert res["total_seconds"] <= 1.5 * BUDGET_S, res["total_seconds"]
+    budget = BUDGET_S + (ENGINE_BUDGET_S if "05_engine_vs_reference" in res["notebooks"] else 0)
+    assert res["total_seconds"] <= 1.5 * budget, res["total_seconds"]
 
 
 def test_index_links_every_report_with_time(built):
