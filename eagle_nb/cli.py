@@ -239,6 +239,9 @@ def main(argv=None) -> None:
     p.add_argument("--notebook", action="append", default=[], help="only these notebooks")
     p.set_defaults(fn=cmd_report)
 
+    from .engines.commands import add_parser as add_engine_parser
+    add_engine_parser(sub)
+
     a = ap.parse_args(argv)
     try:
         sys.exit(a.fn(a))
