@@ -1,8 +1,11 @@
 """Acceptance metrics from one speculation trace, each defined as the engine or paper defines it
 (reference/eagle3.md §5, reference/anchors.md §1.3).
 
-Input: the per-verify-step accepted counts (0..k) of a chain of depth k, pooled over requests as
-the engines pool them. Knows nothing about models.
+Input: the per-verify-step accepted counts (0..k) of a chain of depth k, or of a tree of depth
+(num_steps) k verifying `num_draft_tokens` nodes (root included; tree.py), pooled over requests as
+the engines pool them. For trees, SGLang's rates use num_draft_tokens (old: accept_len / N; new:
+accepted / (N - 1) proposed drafts per verify, the root slot excluded); vLLM's per-position rates
+count accepted path depth; "drafted" counts the N - 1 tree nodes. Knows nothing about models.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ class AcceptanceMetrics:
     sglang_accept_len: float                  # (accepted + bs) / forward_ct, bs = 1 per request
     sglang_accept_rate_by_draft_tokens: float  # PR #13212..#23530: accept_len / num_draft_tokens
     sglang_accept_rate_by_drafts: float       # after PR #23530: accepted drafts / proposed drafts
+    num_draft_tokens: int | None = None       # nodes verified per step, root included (chain: k + 1)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -42,8 +46,10 @@ FORMULAS = {
 }
 
 
-def acceptance_metrics(accept_counts: list[int], depth: int) -> AcceptanceMetrics:
+def acceptance_metrics(accept_counts: list[int], depth: int,
+                       num_draft_tokens: int | None = None) -> AcceptanceMetrics:
     n = len(accept_counts)
+    N = depth + 1 if num_draft_tokens is None else num_draft_tokens   # verified nodes incl. root
     if n == 0:
         raise ValueError("no verify steps: nothing to measure")
     bad = [a for a in accept_counts if not 0 <= a <= depth]
@@ -55,21 +61,25 @@ def acceptance_metrics(accept_counts: list[int], depth: int) -> AcceptanceMetric
     hist = [sum(a == m for a in accept_counts) for m in range(depth + 1)]
     tau = 1 + accepted / n
     return AcceptanceMetrics(
-        depth=depth, verify_steps=n, accepted=accepted, drafted=n * depth, accept_length=tau,
+        depth=depth, verify_steps=n, accepted=accepted, drafted=n * (N - 1), accept_length=tau,
         per_position_acceptance=[r / n for r in reach],
-        draft_acceptance_rate=accepted / (n * depth),
+        draft_acceptance_rate=accepted / (n * (N - 1)),
         conditional_alpha=[(r / t if t else None) for r, t in zip(reach, tried)],
         accept_histogram=[h / n for h in hist], accept_counts=hist, mean_accepted=tau - 1,
-        sglang_accept_len=tau, sglang_accept_rate_by_draft_tokens=tau / (depth + 1),
-        sglang_accept_rate_by_drafts=accepted / (n * depth))
+        sglang_accept_len=tau, sglang_accept_rate_by_draft_tokens=tau / N,
+        sglang_accept_rate_by_drafts=accepted / (n * (N - 1)), num_draft_tokens=N)
 
 
 def from_stats(stats_list) -> AcceptanceMetrics:
-    """Pool several SpecStats of the same depth, as the engines pool requests."""
+    """Pool several SpecStats of the same depth and tree width, as the engines pool requests."""
     depths = {s.depth for s in stats_list}
     if len(depths) != 1:
         raise ValueError(f"cannot pool traces of different depths {sorted(depths)}")
-    return acceptance_metrics([a for s in stats_list for a in s.accept_counts], depths.pop())
+    depth = depths.pop()
+    widths = {getattr(s, "num_draft_tokens", None) or depth + 1 for s in stats_list}
+    if len(widths) != 1:
+        raise ValueError(f"cannot pool traces of different num_draft_tokens {sorted(widths)}")
+    return acceptance_metrics([a for s in stats_list for a in s.accept_counts], depth, widths.pop())
 
 
 def sglang_log_line(m: AcceptanceMetrics, formula: str = "by_draft_tokens") -> str:
