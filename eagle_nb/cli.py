@@ -82,6 +82,7 @@ def cmd_speculate(a) -> int:
     from .session import run_prompts
     prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
+                         topk=a.topk, num_draft_tokens=a.num_draft_tokens,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
                          ablations=a.ablate, device=a.device, check_reference=True)
     if a.json:
@@ -133,7 +134,13 @@ def main(argv=None) -> None:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--prompt")
     g.add_argument("--prompts", help="JSON lines with a 'prompt' field")
-    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--depth", type=int, default=4,
+                   help="draft steps per cycle (SGLang --speculative-num-steps)")
+    p.add_argument("--topk", type=int, default=1,
+                   help="tree branching (SGLang --speculative-eagle-topk); 1 = chain")
+    p.add_argument("--num-draft-tokens", type=int, default=None,
+                   help="tree nodes verified per step, root included (SGLang "
+                        "--speculative-num-draft-tokens); default: depth+1 for a chain, all candidates for a tree")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)

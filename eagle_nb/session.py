@@ -14,6 +14,7 @@ from . import ablations as abl
 from .capture import eagle3_layers, num_decoder_layers
 from .metrics import AcceptanceMetrics, from_stats, sglang_log_line, vllm_log_line
 from .speculate import generate, greedy_reference
+from .tree import generate_tree, resolve_num_draft_tokens
 from .targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_PROMPTS, load_target
 
 
@@ -96,11 +97,13 @@ class Pair:
 
     def run(self, prompts, depth: int = 4, max_new_tokens: int = 64, temperature: float = 0.0,
             seed: int = 0, ablations=(), check_reference: bool = False, progress: bool = True,
-            layer_ids=None) -> RunResult:
+            layer_ids=None, topk: int = 1, num_draft_tokens: int | None = None) -> RunResult:
         """Speculate over `prompts`. `layer_ids` (HF convention) overrides the captured layers,
-        e.g. to try another convention's ids against this drafter."""
+        e.g. to try another convention's ids against this drafter. topk > 1 drafts SGLang/EAGLE
+        trees (tree.py; depth = num_steps); topk = 1 is the chain loop."""
         key = (tuple(prompts), depth, max_new_tokens, temperature, seed, tuple(ablations),
-               check_reference, tuple(layer_ids) if layer_ids is not None else None)
+               check_reference, tuple(layer_ids) if layer_ids is not None else None,
+               topk, num_draft_tokens)
         if key in self._cache:
             return self._cache[key]
         s = self.setup(ablations)
@@ -112,16 +115,21 @@ class Pair:
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={depth} T={temperature} {list(ablations)}",
                                    disable=not progress, leave=False)):
             ids = self.encode(p)
-            toks, st = generate(s.target, s.drafter, ids, depth=depth, max_new_tokens=max_new_tokens,
-                                temperature=temperature, seed=seed + i, layer_ids=s.layer_ids,
-                                feature_mode=s.feature_mode, eos_token_id=eos)
+            kw = dict(max_new_tokens=max_new_tokens, temperature=temperature, seed=seed + i,
+                      layer_ids=s.layer_ids, feature_mode=s.feature_mode, eos_token_id=eos)
+            if topk == 1:
+                toks, st = generate(s.target, s.drafter, ids, depth=depth, **kw)
+            else:
+                toks, st = generate_tree(s.target, s.drafter, ids, depth, topk, num_draft_tokens, **kw)
             stats.append(st)
             outputs.append(self.tokenizer.decode(toks))
             if check_reference and temperature == 0:
                 ref, t = greedy_reference(self.target, ids, max_new_tokens, eos_token_id=eos)
                 match.append(ref == toks)
                 ref_s += t
-        setting = {"depth": depth, "max_new_tokens": max_new_tokens, "temperature": temperature,
+        setting = {"depth": depth, "topk": topk,
+                   "num_draft_tokens": resolve_num_draft_tokens(depth, topk, num_draft_tokens),
+                   "max_new_tokens": max_new_tokens, "temperature": temperature,
                    "seed": seed, "ablations": list(ablations), "layer_ids_hf": s.layer_ids,
                    "feature_mode": s.feature_mode, "fc_policy": s.drafter.fc_policy,
                    "target": self.target_path or "shipped", "drafter": self.drafter_path}

@@ -540,3 +540,37 @@ def test_tree_metrics_use_num_draft_tokens():
     with pytest.raises(ValueError, match="num_draft_tokens"):
         from_stats([runs[0], generate(target, drafter, ids_of(PROMPTS[1]), depth=3,
                                       max_new_tokens=8, layer_ids=LAYER_IDS)[1]])
+
+
+# -- CLI: SGLang flags in, SGLang's numbers out ----------------------------------------------------------
+def _cli_json(capsys, *args):
+    import json
+
+    from eagle_nb.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["speculate", *args, "--json"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0, out
+    return json.loads(out)
+
+
+def test_cli_tree_flags_and_named_fault(capsys, tmp_path):
+    """`speculate --depth 3 --topk 4 --num-draft-tokens 8` on the shipped pair: lossless, the
+    setting echoes SGLang's flags, the SGLang rate uses num_draft_tokens, and the fc-bypass fault
+    collapses acceptance through trees as through chains."""
+    import json
+
+    from eagle_nb.targets import SHIPPED_PROMPTS
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(line + "\n" for line in SHIPPED_PROMPTS.read_text().splitlines()[:3]))
+    flags = ["--prompts", str(prompts), "--depth", "3", "--topk", "4", "--num-draft-tokens", "8",
+             "--max-new-tokens", "32"]
+    healthy = _cli_json(capsys, *flags)
+    bypass = _cli_json(capsys, *flags, "--ablate", "fc-bypass")
+    for r in (healthy, bypass):
+        assert r["matches_target_greedy"] is True
+        assert r["setting"]["topk"] == 4 and r["setting"]["num_draft_tokens"] == 8
+        assert r["sglang_accept_rate_by_draft_tokens"] == pytest.approx(r["accept_length"] / 8)
+        assert r["sglang_accept_rate_by_drafts"] == pytest.approx((r["accept_length"] - 1) / 7)
+    assert healthy["accept_length"] > bypass["accept_length"] + 0.5
+    assert json.dumps(healthy["setting"])
