@@ -15,6 +15,7 @@ _EXPORTS = {
     "load_drafter": "checkpoints", "save_drafter": "checkpoints", "inspect_checkpoint": "checkpoints",
     "convert": "checkpoints", "load_target": "targets", "make_wrapper": "targets",
     "generate": "speculate", "greedy_reference": "speculate", "SpecStats": "speculate",
+    "generate_tree": "tree",
     "acceptance_metrics": "metrics",
 }
 __all__ = ["capture", *_EXPORTS]

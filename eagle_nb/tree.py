@@ -2,7 +2,9 @@
 
 Parameters are SGLang's: `num_steps` (= the chain's depth; draft forwards per cycle, the first one
 being the extend over verified tokens), `topk` (branching) and `num_draft_tokens` (tree nodes
-verified per cycle, root included; reference/eagle3.md §6).
+verified per cycle, root included; reference/eagle3.md §6). EAGLE's `EaModel(total_token=T,
+depth=D, top_k=K)` is num_draft_tokens T, num_steps D + 1, topk K here (its loop runs D forwards
+after the root expansion; "total-token = drafted tokens + 1").
 
 Drafting (SGLang `spec_utils.select_top_k_tokens` + `eagle_utils.organize_draft_results`; EAGLE
 `cnets.py` `Model.topK_genrate`):

@@ -123,23 +123,33 @@ def test_greedy_tree_speculation_is_lossless(kind):
         assert any(a > 0 for counts in taus.values() for a in counts)
 
 
-def test_shipped_prompts_lossless_on_the_shipped_pair():
-    """The shipped target and drafter: tree speculation equals target-only greedy on every shipped
-    evaluation prompt (16) at two SGLang settings, and the wide tree accepts more than the chain
-    of the same depth."""
+def _shipped_lossless(grid, max_new):
     from eagle_nb.session import Pair, shipped_prompts
     pair = Pair()
     eos = pair.tokenizer.eos_token_id
     counts = {}
     for p in shipped_prompts():
         ids = pair.encode(p)
-        ref, _ = greedy_reference(pair.target, ids, 24, eos_token_id=eos)
-        for steps, topk, n in [(3, 1, None), (3, 4, 8)]:
-            out, st = generate_tree(pair.target, pair.drafter, ids, steps, topk, n, max_new_tokens=24,
-                                    layer_ids=pair.layer_ids, eos_token_id=eos)
+        ref, _ = greedy_reference(pair.target, ids, max_new, eos_token_id=eos)
+        for steps, topk, n in grid:
+            out, st = generate_tree(pair.target, pair.drafter, ids, steps, topk, n,
+                                    max_new_tokens=max_new, layer_ids=pair.layer_ids, eos_token_id=eos)
             assert out == ref, (p[:40], steps, topk, n)
-            counts.setdefault(topk, []).extend(st.accept_counts)
-    assert np.mean(counts[4]) > np.mean(counts[1])
+            counts.setdefault((steps, topk, n), []).extend(st.accept_counts)
+    return {k: 1 + np.mean(v) for k, v in counts.items()}
+
+
+def test_shipped_prompts_lossless_on_the_shipped_pair():
+    """The shipped target and drafter: tree speculation equals target-only greedy on every shipped
+    evaluation prompt (16) at three SGLang settings, and the 3/4/8 tree accepts more than the
+    chain of the same depth."""
+    tau = _shipped_lossless([(3, 1, None), (3, 4, 8), (2, 2, 3)], 24)
+    assert tau[(3, 4, 8)] > tau[(3, 1, None)]
+
+
+@pytest.mark.slow
+def test_shipped_prompts_lossless_big_grid():
+    _shipped_lossless([(2, 2, 4), (4, 4, 16), (5, 4, 8), (6, 4, 16), (8, 4, 24), (5, 8, 32)], 64)
 
 
 @pytest.mark.slow
@@ -362,9 +372,9 @@ def test_hf_cache_keep_refuses_what_it_cannot_compact():
 
 
 # -- which targets can verify a tree ----------------------------------------------------------------------
-TREE_ARCHS = ["llama", "qwen2", "qwen3", "mixtral", "phi3", "gpt2", "deepseek_v3", "llava",
-              "qwen2_5_vl"]
-NO_TREE_ARCHS = ["mistral", "gemma2", "gemma3_text", "mistral3"]
+TREE_ARCHS = ["llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "phi3", "gpt2", "deepseek_v3",
+              "llava", "qwen2_5_vl"]
+NO_TREE_ARCHS = ["mistral", "gemma2", "gemma3_text", "gemma3_multimodal", "mistral3"]
 
 
 def _path_to(t: DraftTree, j: int) -> list[int]:
