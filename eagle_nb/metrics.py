@@ -5,7 +5,8 @@ Input: the per-verify-step accepted counts (0..k) of a chain of depth k, or of a
 (num_steps) k verifying `num_draft_tokens` nodes (root included; tree.py), pooled over requests as
 the engines pool them. For trees, SGLang's rates use num_draft_tokens (old: accept_len / N; new:
 accepted / (N - 1) proposed drafts per verify, the root slot excluded); vLLM's per-position rates
-count accepted path depth; "drafted" counts the N - 1 tree nodes. Knows nothing about models.
+count accepted path depth; "drafted" counts the N - 1 tree nodes; conditional_alpha (EAGLE's n-alpha,
+defined on chains) becomes P(some depth-i node accepted | depth i-1 reached). Knows nothing about models.
 """
 from __future__ import annotations
 
