@@ -128,13 +128,11 @@ def draft_tree(drafter, logits0: torch.Tensor, h0: torch.Tensor, cache, n: int, 
     base = topk
     for i in range(1, num_steps):
         slot = n + (i - 1) * topk
-        if topk == 1:                       # a chain: slot == position, every slot visible
-            pos, mask = None, None
-        else:
-            pos = torch.full((topk,), n + i - 1, device=dev)
-            mask = torch.cat([torch.ones(topk, n, dtype=torch.bool, device=dev), anc,
-                              torch.eye(topk, dtype=torch.bool, device=dev)], 1)  # (topk, slot+topk)
-        kw = {} if topk == 1 else {"positions": pos, "mask": mask}
+        kw = {}                             # a chain (topk 1): slot == position, plain causal
+        if topk > 1:                        # tree attention: prefix + ancestors + self
+            kw["positions"] = torch.full((topk,), n + i - 1, device=dev)
+            kw["mask"] = torch.cat([torch.ones(topk, n, dtype=torch.bool, device=dev), anc,
+                                    torch.eye(topk, dtype=torch.bool, device=dev)], 1)  # (topk, slot+topk)
         lg, h = drafter.step(front_tok[None], front_h[None], cache, slot, **kw)   # (1, topk, Vd)
         cache.advance(slot + topk)
         lp, d = _top_logp(lg[0], topk)                                   # (topk, topk)
