@@ -17,6 +17,7 @@ _EXPORTS = {
     "generate": "speculate", "greedy_reference": "speculate", "SpecStats": "speculate",
     "acceptance_metrics": "metrics", "Setting": "setting", "Pair": "session", "FAULTS": "faults",
     "TargetParts": "target_parts", "read_text_config": "target_parts", "Recording": "recording",
+    "generate_tree": "tree",
 }
 __all__ = ["capture", *_EXPORTS]
 

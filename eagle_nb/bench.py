@@ -10,6 +10,7 @@ import time
 import torch
 
 from .speculate import FEATURES_NONE, TargetRunner, generate, greedy_reference
+from .tree import DraftTree, generate_tree, resolve_num_draft_tokens, tree_mask_4d
 
 
 def _sync(device) -> None:
@@ -18,12 +19,17 @@ def _sync(device) -> None:
 
 
 @torch.no_grad()
-def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20) -> dict:
+def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20, trees=()) -> dict:
     """Median seconds of: a plain cached target forward over 1 token (t1, as in target-only
     decoding: no hooks), the forward over k+1 tokens with the aux capture the loop uses
-    (t_verify[k]), and one cached drafter step (t_draft)."""
+    (t_verify[k]), and one cached drafter step (t_draft). For each tree setting (steps, topk, N):
+    the target forward over N nodes with a 4D tree mask and position ids (t_verify_tree_N) and a
+    drafter step over topk frontier nodes with a tree mask (t_draft_w{topk})."""
     target, drafter, dev = pair.target, pair.drafter, pair.device
-    out = {"t1": [], "t_draft": [], **{f"t_verify_{k}": [] for k in ks}}
+    widths = sorted({resolve_num_draft_tokens(*t) for t in trees})
+    topks = sorted({t[1] for t in trees})
+    out = {"t1": [], "t_draft": [], **{f"t_verify_{k}": [] for k in ks},
+           **{f"t_verify_tree_{w}": [] for w in widths}, **{f"t_draft_w{k}": [] for k in topks}}
     with TargetRunner(target, None, feature_mode=FEATURES_NONE) as plain:
         plain.forward(prompt_ids, keep=1)
         n0 = plain.length
@@ -53,7 +59,25 @@ def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20) -> dict:
                 _sync(dev)
                 out[name].append(time.perf_counter() - t0)
                 runner.rollback(n)
+            for w in widths:                     # a star tree: the cost does not depend on shape
+                t = DraftTree([0] * w, [-1] + [0] * (w - 1), [0] + [1] * (w - 1), [0.0] * w)
+                _sync(dev)
+                t0 = time.perf_counter()
+                runner.forward(tok.repeat(1, w), position_ids=torch.tensor([t.depths], device=dev) + n,
+                               attention_mask=tree_mask_4d(t, n, next(target.parameters()).dtype, dev))
+                _sync(dev)
+                out[f"t_verify_tree_{w}"].append(time.perf_counter() - t0)
+                runner.rollback(n)
             pos = cache.pos
+            for k in topks:
+                mask = torch.ones(k, pos + k, dtype=torch.bool, device=dev)
+                _sync(dev)
+                t0 = time.perf_counter()
+                drafter.step(tok.repeat(1, k), h.expand(1, k, -1), cache, pos,
+                             positions=torch.full((k,), pos, device=dev), mask=mask)
+                _sync(dev)
+                out[f"t_draft_w{k}"].append(time.perf_counter() - t0)
+                cache.rollback(pos)
             _sync(dev)
             t0 = time.perf_counter()
             drafter.step(tok, h, cache, pos)
@@ -72,12 +96,18 @@ def hf_generate(target, ids, max_new_tokens: int, eos_token_id):
     return out[0, ids.shape[1]:].tolist(), time.perf_counter() - t0
 
 
-def decode_comparison(pair, prompts, ks, max_new_tokens: int, reps: int = 3) -> dict:
-    """Interleaved runs over all prompts: HF generate, our target-only loop, speculative at each k.
-    Returns {name: {"tokens": int, "seconds": median total, "outputs": [...]}, "tau_k": ...}."""
+def tree_name(steps: int, topk: int, n: int | None) -> str:
+    return f"tree_{steps}_{topk}_{resolve_num_draft_tokens(steps, topk, n)}"
+
+
+def decode_comparison(pair, prompts, ks, max_new_tokens: int, reps: int = 3, trees=()) -> dict:
+    """Interleaved runs over all prompts: HF generate, our target-only loop, speculative at each k
+    (chain) and at each tree setting (steps, topk, num_draft_tokens), named by `tree_name`.
+    Returns {name: {"tokens": int, "seconds": median total, "outputs": [...], "tau": ...}}."""
     eos = pair.tokenizer.eos_token_id
     encoded = [pair.encode(p) for p in prompts]
-    names = ["hf_generate", "target_loop", *[f"spec_k{k}" for k in ks]]
+    names = ["hf_generate", "target_loop", *[f"spec_k{k}" for k in ks], *[tree_name(*t) for t in trees]]
+    tree_of = {tree_name(*t): t for t in trees}
     times = {n: [] for n in names}
     outputs, taus = {}, {}
     for rep in range(reps):
@@ -89,6 +119,12 @@ def decode_comparison(pair, prompts, ks, max_new_tokens: int, reps: int = 3) -> 
                     toks, t = hf_generate(pair.target, ids, max_new_tokens, eos)
                 elif name == "target_loop":
                     toks, t = greedy_reference(pair.target, ids, max_new_tokens, eos_token_id=eos)
+                elif name in tree_of:
+                    toks, st = generate_tree(pair.target, pair.drafter, ids, *tree_of[name],
+                                             max_new_tokens=max_new_tokens, layer_ids=pair.layer_ids,
+                                             eos_token_id=eos)
+                    t = st.total_s
+                    counts.extend(st.accept_counts)
                 else:
                     k = int(name[len("spec_k"):])
                     toks, st = generate(pair.target, pair.drafter, ids, depth=k,

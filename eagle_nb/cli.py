@@ -92,18 +92,21 @@ def cmd_convert(a) -> int:
 def cmd_speculate(a) -> int:
     if a.features:
         return cmd_replay(a)
-    from .config import SpecConfig
     from .prompts import read_prompts
     from .session import run_prompts
+    from .setting import Setting
     from .targets import pick_device, resolve_target
-    # every flag is checked before a model is loaded (the same checks the API and notebooks use)
-    SpecConfig(depth=a.depth, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
-               seed=a.seed, ablations=tuple(a.ablate))
+    # every flag is checked before a model is loaded (the same checks the API and notebooks use:
+    # Setting runs SpecConfig's checks, the fault names and SGLang's tree-shape rules)
+    Setting(faults=tuple(a.ablate), depth=a.depth, temperature=a.temperature,
+            max_new_tokens=a.max_new_tokens, seed=a.seed, topk=a.topk,
+            num_draft_tokens=a.num_draft_tokens)
     pick_device(a.device)
     if a.target:
         resolve_target(a.target)
     prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
+                         topk=a.topk, num_draft_tokens=a.num_draft_tokens,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
                          faults=tuple(a.ablate), device=a.device, check_reference=True,
                          truncate_prompt=a.truncate_prompt)
@@ -202,7 +205,13 @@ def main(argv=None) -> None:
                    help="replay against a recording (eagle-nb record, SpecForge or speculators "
                         "hidden-state files) instead of running the target; --target then only "
                         "supplies embed_tokens, read lazily")
-    p.add_argument("--depth", type=int, default=4)
+    p.add_argument("--depth", type=int, default=4,
+                   help="draft steps per cycle (SGLang --speculative-num-steps)")
+    p.add_argument("--topk", type=int, default=1,
+                   help="tree branching (SGLang --speculative-eagle-topk); 1 = chain")
+    p.add_argument("--num-draft-tokens", type=int, default=None,
+                   help="tree nodes verified per step, root included (SGLang "
+                        "--speculative-num-draft-tokens); default: depth+1 for a chain, all candidates for a tree")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)

@@ -206,13 +206,19 @@ class Eagle3Drafter(nn.Module):
             x = self.input_norm(x)
         return self.fc(x)
 
-    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0, mask=None):
+    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0,
+             positions: torch.Tensor | None = None, mask: torch.Tensor | None = None):
         """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
-        of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state).
-        `mask` (T, S): see `Attention.forward` (only for callers that lay out keys themselves)."""
+        of tokens t, written at cache slots start..start+T-1. Chain: slot == RoPE position, causal.
+        Tree drafts (tree.py) pass RoPE `positions` (T,) and a bool `mask` (T, start+T), True =
+        attend. Returns (draft logits (B, T, Vd), next state)."""
         T = input_ids.shape[1]
-        cos, sin = self._rope(start + T, g)
-        cos, sin = cos[start:start + T], sin[start:start + T]           # (T, hd)
+        if positions is None:
+            cos, sin = self._rope(start + T, g)
+            cos, sin = cos[start:start + T], sin[start:start + T]       # (T, hd)
+        else:
+            cos, sin = self._rope(int(positions.max()) + 1, g)
+            cos, sin = cos[positions], sin[positions]                    # (T, hd)
         e = self.embed_tokens(input_ids)                                 # (B, T, H)
         h = self.midlayer(e, g, cos, sin, cache, start, mask)            # (B, T, H) pre-norm
         hn = self.norm(h)

@@ -2,7 +2,9 @@
 
 Slot index == token position. Rejecting drafts is a position rewind (`rollback`), never a copy:
 stale slots are overwritten by the next write and hidden by the attention mask until then.
-Knows nothing about models.
+Tree drafts (tree.py) write their frontier nodes into slots after the committed prefix and are
+rolled back the same way. For the target's HF cache: length, rollback (`crop`) and, after a tree
+verify, `hf_cache_keep` (compaction of the accepted, non-contiguous path). Knows nothing about models.
 """
 from __future__ import annotations
 
@@ -55,3 +57,49 @@ def hf_cache_rollback(cache, to_len: int) -> None:
         raise ValueError(f"cannot roll the target cache back to {to_len}: it holds {hf_cache_len(cache)}")
     if n:
         cache.crop(-n)
+
+
+def hf_cache_keep(cache, start: int, keep) -> None:
+    """Keep the positions `start + keep[j]` of an HF `Cache` at `start + j` and drop everything
+    after `start + len(keep)`: the compaction after a tree verify, where the accepted path is a
+    non-contiguous subset of the verified nodes. `keep` (offsets from `start`) must increase and
+    start with 0. A contiguous `keep` (a chain) is a plain rollback. Only full-attention
+    `DynamicLayer`s can be compacted; anything else (sliding window, quantized, static, linear
+    attention) is refused by name, never silently mis-compacted."""
+    keep = [int(i) for i in keep]
+    total = hf_cache_len(cache)
+    if not keep or keep[0] != 0 or any(b <= a for a, b in zip(keep, keep[1:])) \
+            or start + keep[-1] >= total:
+        raise ValueError(f"cannot keep offsets {keep} after position {start}: the cache holds {total}")
+    if keep == list(range(len(keep))):
+        hf_cache_rollback(cache, start + len(keep))
+        return
+    for k, v, set_kv in _hf_layers(cache):
+        idx = torch.tensor(keep, device=k.device) + start                 # (m,) source positions
+        set_kv(torch.cat([k[..., :start, :], k[..., idx, :]], dim=-2),    # (B, Hkv, start+m, D)
+               torch.cat([v[..., :start, :], v[..., idx, :]], dim=-2))
+
+
+def _hf_layers(cache):
+    """(keys, values, setter) per layer of a transformers 5 (`cache.layers`) or 4.x
+    (`key_cache`/`value_cache`) dynamic cache; refuses layer types it cannot compact."""
+    if hasattr(cache, "layers"):
+        from transformers.cache_utils import DynamicLayer
+        out = []
+        for i, layer in enumerate(cache.layers):
+            if type(layer) is not DynamicLayer:
+                raise TypeError(f"tree verification cannot compact cache layer {i} of type "
+                                f"{type(layer).__name__} (only full-attention DynamicLayer)")
+
+            def set_kv(k, v, layer=layer):
+                layer.keys, layer.values = k, v
+            out.append((layer.keys, layer.values, set_kv))
+        return out
+    if hasattr(cache, "key_cache"):
+        out = []
+        for i in range(len(cache.key_cache)):
+            def set_kv(k, v, i=i):
+                cache.key_cache[i], cache.value_cache[i] = k, v
+            out.append((cache.key_cache[i], cache.value_cache[i], set_kv))
+        return out
+    raise TypeError(f"cannot compact a {type(cache).__name__}: no `layers` or `key_cache`")

@@ -1,12 +1,17 @@
 """Acceptance metrics from one speculation trace, each defined as the engine or paper defines it
 (reference/eagle3.md §5, reference/anchors.md §1.3).
 
-Input: the per-verify-step accepted counts (0..k) of a chain of depth k, pooled over requests as
-the engines pool them. `METRICS` is the one table of (name, label, definition, source, format)
-that the summary dict, the text report, the DataFrame and the JSON are all built from; engines
-that print the same number under another name (SGLang's accept len is tau, its post-#23530 rate is
-vLLM's draft acceptance rate, gpt-fast's Mean Accepted is tau - 1) are named in its source column,
-not stored twice. Knows nothing about models.
+Input: the per-verify-step accepted counts (0..k) of a chain of depth k, or of a tree of depth
+(num_steps) k verifying `num_draft_tokens` nodes (root included; tree.py), pooled over requests as
+the engines pool them. For trees, SGLang's rates use num_draft_tokens (old: accept_len / N; new:
+accepted / (N - 1) proposed drafts per verify, the root slot excluded); vLLM's per-position rates
+count accepted path depth; "drafted" counts the N - 1 tree nodes; conditional_alpha (EAGLE's n-alpha,
+defined on chains) becomes P(some depth-i node accepted | depth i-1 reached).
+`METRICS` is the one table of (name, label, definition, source, format) that the summary dict,
+the text report, the DataFrame and the JSON are all built from; engines that print the same number
+under another name (SGLang's accept len is tau, its post-#23530 rate is vLLM's draft acceptance
+rate, gpt-fast's Mean Accepted is tau - 1) are named in its source column, not stored twice.
+Knows nothing about models.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ class AcceptanceMetrics:
     # SGLang per-request meta_info `spec_accept_length`: completion tokens / verify steps (the token
     # from prefill counted), averaged over requests; None when completion counts were not given.
     sglang_spec_accept_length: float | None = None
+    num_draft_tokens: int | None = None       # nodes verified per step, root included (chain: k + 1)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -120,10 +126,13 @@ def sglang_spec_accept_length(completion_tokens: int, verify_steps: int) -> floa
 
 
 def acceptance_metrics(accept_counts: list[int], depth: int,
-                       completions: list[tuple[int, int]] | None = None) -> AcceptanceMetrics:
+                       completions: list[tuple[int, int]] | None = None,
+                       num_draft_tokens: int | None = None) -> AcceptanceMetrics:
     """`completions`: optional (completion tokens, verify steps) per request, for SGLang's
-    per-request spec_accept_length."""
+    per-request spec_accept_length. `num_draft_tokens`: tree nodes verified per step, root
+    included (None: a chain, k + 1)."""
     n = len(accept_counts)
+    N = depth + 1 if num_draft_tokens is None else num_draft_tokens   # verified nodes incl. root
     if n == 0:
         raise ValueError("no verify steps: nothing to measure")
     bad = [a for a in accept_counts if not 0 <= a <= depth]
@@ -135,26 +144,31 @@ def acceptance_metrics(accept_counts: list[int], depth: int,
     hist = [sum(a == m for a in accept_counts) for m in range(depth + 1)]
     tau = 1 + accepted / n
     return AcceptanceMetrics(
-        depth=depth, verify_steps=n, accepted=accepted, drafted=n * depth, accept_length=tau,
+        depth=depth, verify_steps=n, accepted=accepted, drafted=n * (N - 1), accept_length=tau,
         per_position_acceptance=[r / n for r in reach],
-        draft_acceptance_rate=accepted / (n * depth),
+        draft_acceptance_rate=accepted / (n * (N - 1)),
         conditional_alpha=[(r / t if t else None) for r, t in zip(reach, tried)],
         accept_histogram=[h / n for h in hist], accept_counts=hist,
-        sglang_accept_rate_by_draft_tokens=tau / (depth + 1),
+        sglang_accept_rate_by_draft_tokens=tau / N,
         sglang_spec_accept_length=None if not completions else
-        sum(sglang_spec_accept_length(c, v) for c, v in completions) / len(completions))
+        sum(sglang_spec_accept_length(c, v) for c, v in completions) / len(completions),
+        num_draft_tokens=N)
 
 
 def from_stats(stats_list) -> AcceptanceMetrics:
-    """Pool several SpecStats of the same depth, as the engines pool requests."""
+    """Pool several SpecStats of the same depth and tree width, as the engines pool requests."""
     depths = {s.depth for s in stats_list}
     if len(depths) != 1:
         raise ValueError(f"cannot pool traces of different depths {sorted(depths)}")
+    depth = depths.pop()
+    widths = {getattr(s, "num_draft_tokens", None) or depth + 1 for s in stats_list}
+    if len(widths) != 1:
+        raise ValueError(f"cannot pool traces of different num_draft_tokens {sorted(widths)}")
     completions = [(len(s.tokens), len(s.steps)) for s in stats_list]
     if not all(c and v for c, v in completions):   # traces without their tokens: not computable
         completions = None
-    return acceptance_metrics([a for s in stats_list for a in s.accept_counts], depths.pop(),
-                              completions)
+    return acceptance_metrics([a for s in stats_list for a in s.accept_counts], depth,
+                              completions, widths.pop())
 
 
 def sglang_log_line(m: AcceptanceMetrics, formula: str = "by_drafts", label: bool = False) -> str:

@@ -21,6 +21,7 @@ from .prompts import check_prompts
 from .results import RunResult, Sweep
 from .setting import Setting
 from .speculate import generate, greedy_reference
+from .tree import generate_tree
 from .targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_PROMPTS, load_target
 
 
@@ -79,10 +80,14 @@ class Pair:
                                    disable=not progress, leave=False)):
             ids = fit_prompt(self.encode(p), self.target, s.max_new_tokens, s.depth,
                              truncate=truncate_prompt, where=f"prompt {i}")
-            toks, st = generate(w.target, w.drafter, ids, depth=s.depth,
-                                max_new_tokens=s.max_new_tokens, temperature=s.temperature,
-                                seed=s.seed + i, layer_ids=list(w.layer_ids), feature_mode=w.features,
-                                fc_policy=w.fc_policy, d2t=w.d2t, eos_token_id=eos)
+            kw = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, seed=s.seed + i,
+                      layer_ids=list(w.layer_ids), feature_mode=w.features, fc_policy=w.fc_policy,
+                      d2t=w.d2t, eos_token_id=eos)
+            if s.is_tree:      # SGLang/EAGLE dynamic tree (tree.py); depth = num_steps
+                toks, st = generate_tree(w.target, w.drafter, ids, s.depth, s.topk,
+                                         s.num_draft_tokens, **kw)
+            else:
+                toks, st = generate(w.target, w.drafter, ids, depth=s.depth, **kw)
             stats.append(st)
             outputs.append(self.tokenizer.decode(toks))
             if check_reference and s.temperature == 0:

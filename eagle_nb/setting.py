@@ -1,5 +1,5 @@
 """One experiment as a value: `Setting` (faults, layer-id override, depth, temperature, new tokens,
-seed). Frozen and hashable, so it is the cache key of `Pair.run` and the coordinate of a `Sweep`.
+seed, tree shape). Frozen and hashable, so it is the cache key of `Pair.run` and the coordinate of a `Sweep`.
 
 Depth, temperature, new tokens and seed are checked by `config.SpecConfig` (one place for those
 rules); fault names by `faults.check`, which also puts them in application order, so two settings
@@ -18,10 +18,12 @@ from .config import SpecConfig
 class Setting:
     faults: tuple[str, ...] = ()              # named faults (faults.FAULTS), application order
     layer_ids: tuple[int, ...] | None = None  # HF ids to capture instead of the drafter's own
-    depth: int = 4                            # chain draft depth k
+    depth: int = 4                            # draft steps k (chain depth; SGLang num_steps)
     temperature: float = 0.0
     max_new_tokens: int = 64
     seed: int = 0
+    topk: int = 1                             # tree branching (SGLang eagle_topk); 1 = chain
+    num_draft_tokens: int | None = None       # tree nodes verified per step, root included
 
     def __post_init__(self):
         set_ = object.__setattr__              # frozen: normalise once, here
@@ -33,6 +35,14 @@ class Setting:
         set_(self, "max_new_tokens", int(self.max_new_tokens))
         SpecConfig(depth=self.depth, max_new_tokens=self.max_new_tokens,
                    temperature=self.temperature, seed=self.seed)
+        from .tree import resolve_num_draft_tokens   # SGLang's rules for (steps, topk, N)
+        set_(self, "topk", int(self.topk))
+        set_(self, "num_draft_tokens", resolve_num_draft_tokens(self.depth, self.topk,
+                                                                self.num_draft_tokens))
+
+    @property
+    def is_tree(self) -> bool:
+        return self.topk > 1
 
     @classmethod
     def of(cls, toggled=(), layer_shift: int = 0, **kw) -> "Setting":
@@ -43,7 +53,9 @@ class Setting:
     def label(self) -> str:
         """Faults in words: 'healthy', 'fc-bypass + layer-ids+1', with any layer override."""
         s = F.label(self.faults)
-        return s if self.layer_ids is None else f"{s}, layers {list(self.layer_ids)}"
+        if self.layer_ids is not None:
+            s = f"{s}, layers {list(self.layer_ids)}"
+        return f"{s}, tree {self.depth}/{self.topk}/{self.num_draft_tokens}" if self.is_tree else s
 
     @property
     def layer_shift(self) -> int:

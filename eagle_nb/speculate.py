@@ -40,6 +40,14 @@ class VerifyStep:
     target_tokens: list[int]      # the target's k+1 tokens at the same positions
     draft_s: float = 0.0
     verify_s: float = 0.0
+    parents: list[int] | None = None   # tree (tree.py): parent node of each draft (0 = root)
+    path: list[int] | None = None      # tree: accepted node ids (draft i is node i + 1)
+
+    @property
+    def accepted_tokens(self) -> list[int]:
+        if self.path is None:
+            return self.draft_tokens[:self.accepted]
+        return [self.draft_tokens[j - 1] for j in self.path]
 
 
 @dataclass
@@ -51,6 +59,8 @@ class SpecStats:
     steps: list[VerifyStep] = field(default_factory=list)
     prefill_s: float = 0.0
     total_s: float = 0.0
+    topk: int = 1                         # tree.py: branching factor (1 = chain)
+    num_draft_tokens: int | None = None   # nodes verified per step, root included (chain: depth+1)
 
     @property
     def accept_counts(self) -> list[int]:
@@ -93,8 +103,8 @@ class TargetRunner:
         hf_cache_rollback(self.cache, to_len)
 
     @torch.no_grad()
-    def forward(self, ids: torch.Tensor, keep: int | None = None):
-        kw = {self.cache_kw: self.cache, "use_cache": True}
+    def forward(self, ids: torch.Tensor, keep: int | None = None, **extra):
+        kw = {self.cache_kw: self.cache, "use_cache": True, **extra}   # extra: tree mask, positions
         if keep is not None and self.keep_kw:
             kw["logits_to_keep"] = keep
         if self.mode == FEATURES_NONE:             # target-only decoding: no features
