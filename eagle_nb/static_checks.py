@@ -24,6 +24,36 @@ from .capture import eagle3_layers, from_hf, sglang_capture_ids, to_hf
 from .diagnosis import Check
 
 FP16_MAX = 65504.0
+# Which check sees each catalogue fault in a checkpoint/config (None: no static trace; the
+# doctor's probes and the observed profile are then the only evidence). Pinned by tests that
+# plant each fault and expect the named check to name it.
+SEES = {
+    "layers0-keys-dropped": "keys (fail: `layers.0.*` under a `midlayer.*` config)",
+    "embed-random": "embed-tokens (warn: own embedding unrelated to the target's)",
+    "embed-target-forced": "embed-tokens (warn: the drafter has its own embedding)",
+    "lm-head-missing": "lm-head, keys (fail)",
+    "norm-before-fc-dropped": "config-flags (warn: flag set, not honoured everywhere)",
+    "norm-before-fc-forced": None,
+    "norm-output-dropped": "config-flags (warn: flag set, not honoured everywhere)",
+    "norm-output-forced": None,
+    "norm-before-residual-forced": "config-flags (warn: field absent from a speculators config)",
+    "output-norm-residual": None,
+    "rope-theta-wrong": "rope (warn, when the draft's RoPE differs from the target's)",
+    "fp16-fc-overflow": "dtype, dtype-range (measured max |activation| in fc vs the fp16 range)",
+    "d2t-absolute": "d2t (fail)",
+    "d2t-identity": "d2t (warn: all-zero d2t with Vd < V); an engine ignoring d2t: none",
+    "d2t-side-file": "d2t (fail: the side file is named)",
+    "wrapper-capture": "target-layout (warn)",
+    "fc-bypass": None,
+    "layer-ids+1": "aux-ids (warn, when the engines' conventions disagree)",
+    "layer-ids-1": "aux-ids (warn, when the engines' conventions disagree)",
+    "layer-ids-heuristic": "aux-ids (warn)",
+    "fc-width-mismatch": "fc-width, aux-ids (fail)",
+    "draft-num-layers": "config-flags (fail)",
+    "no-eagle3-interface": None,
+    "no-capture-hooks": None,
+    "draft-vocab-short": "d2t (fail: shape)",
+}
 SIDE_FILE = re.compile(r"(d2t|t2d|vocab_map|token_map|hot_token)", re.I)
 
 
