@@ -79,7 +79,7 @@ def markdown(cat: dict) -> str:
         else:
             cells = [_cell(r["results"].get(t)) for t in temps]
         lines.append("| " + " | ".join([f"`{r['fault']}`", story.replace("|", "/"), *cells,
-                                        r["static_check"] or "no"]) + " |")
+                                        (r["static_check"] or "no").replace("|", "/")]) + " |")
     return "\n".join(lines)
 
 
