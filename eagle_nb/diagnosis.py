@@ -39,8 +39,9 @@ SCHEMA = {
         "story": "what goes wrong, in one sentence",
         "reference": "public report (reference/eagle3.md §7 row and its PRs/issues)",
         "fix": "what to change",
-        "predicted": "{'depth', 'tau', 'tau_se', 'per_position', 'per_position_se'} measured by "
-                     "the kit's loop on this pair with the fault switched on (null: crash-only)",
+        "predicted": "{'depth', 'tau', 'tau_se', 'per_position', 'per_position_se', 'prompt_taus'} "
+                     "measured by the kit's loop on this pair with the fault switched on (null: "
+                     "crash-only)",
         "distance": "RMS z-score between prediction and observation (null: no observation)",
         "weight": "share of exp(-z^2/2) likelihood among all hypotheses (null: no observation)",
         "static_evidence": "ids of checks that point at this fault",
@@ -49,7 +50,7 @@ SCHEMA = {
         "name": "what was tried (e.g. 'layer ids +1', 'target embedding')",
         "tau": "tau with the probe's change",
         "baseline_tau": "tau of the checkpoint as written",
-        "better": "true when the change gives clearly higher tau (> 3 SE and > 0.1)",
+        "better": "true when the change clearly raises tau: paired per-prompt gain > 3 SE and > 0.1",
         "message": "the finding in words",
     }],
     "observation": "{'source', 'depth', 'tau', 'per_position', 'engine', 'crash_lines', 'lines'} "

@@ -106,6 +106,7 @@ def fc_range_check(pair, prompts) -> Check:
 
 
 # -- phase 3: probes -------------------------------------------------------------------------------
+PROBE_Z, PROBE_MIN_GAIN = 3.0, 0.1     # "clearly higher": paired gain > 3 SE and > 0.1
 PROBES = {  # fault whose switch is also a probe -> what finding it means when it *raises* tau
     "layer-ids+1": "your ids look off by one (one boundary too early)",
     "layer-ids-1": "your ids look off by one (one boundary too late)",
@@ -122,15 +123,17 @@ def probes(profiles: dict, pair) -> list[Probe]:
         p = profiles.get(name)
         if base is None or p is None:
             continue
-        margin = max(3 * (p.tau_se ** 2 + base.tau_se ** 2) ** 0.5, 0.1)
-        better = p.tau > base.tau + margin
+        gain, se = ranking.paired_gain(p, base)
+        better = gain > max(PROBE_Z * se, PROBE_MIN_GAIN)
         ids = ""
         if name.startswith("layer-ids"):
             from . import faults as F
             w = F.apply(F.Wiring(pair.target, pair.drafter, tuple(pair.layer_ids)), (name,), pair.builds)
             ids = f" {list(w.layer_ids)} vs written {list(pair.layer_ids)}:"
-        msg = (f"{finding}:{ids} accepts tau {p.tau:.2f} vs {base.tau:.2f}" if better else
-               f"{name}:{ids} tau {p.tau:.2f} vs {base.tau:.2f} as written (no better)")
+        msg = (f"{finding}:{ids} accepts tau {p.tau:.2f} vs {base.tau:.2f} (gain {gain:+.2f} ± "
+               f"{se:.2f} per prompt)" if better else
+               f"{name}:{ids} tau {p.tau:.2f} vs {base.tau:.2f} as written (gain {gain:+.2f} ± "
+               f"{se:.2f}: not clearly better)")
         out.append(Probe(name, p.tau, base.tau, better, msg))
     return out
 
@@ -203,10 +206,11 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
 def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int = 8,
            max_new_tokens: int = 32, temperature: float = 0.0, observed_log=None,
            observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
-           pair=None, progress: bool = True) -> Diagnosis:
+           faults=None, pair=None, progress: bool = True) -> Diagnosis:
     """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
     target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
-    file; `dynamic=False` runs the static part only."""
+    file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
+    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache)."""
     from .checkpoints import CheckpointError
     from .observed import read_observation
     from .static_checks import run_static
@@ -243,7 +247,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         fmt_spec = rep.format == "speculators"
         pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None)
         checks.append(fc_range_check(pair, plist))
-        profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, progress=progress)
+        profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)
     # 4. rank
@@ -252,6 +256,10 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     if obs is not None and profiles and obs.tau == obs.tau:       # not NaN (crash-only log)
         per = obs.per_position if obs.per_position and len(obs.per_position) == k else None
         ranked = ranking.rank(profiles, obs.tau, per, obs.tau_se)
+        # exact ties (faults with no effect on this pair): healthy first, then faults a check
+        # points at, then the rest
+        seen = {f for c in checks if c.status != "pass" for f in c.faults}
+        ranked.sort(key=lambda r: (round(r[1], 9), r[0] != HEALTHY, r[0] not in seen))
     verdict = _verdict(checks, obs, ranked, probe_list, profiles, cat)
     crash_names = [n for n, _ in crashes.recognise("\n".join(obs.crash_lines))] if obs else []
     hyps = _hypotheses(profiles, ranked, checks, cat, dict.fromkeys(crash_names))

@@ -34,10 +34,12 @@ class Profile:
     tau_se: float
     per_position: tuple[float, ...]
     per_position_se: tuple[float, ...]
+    prompt_taus: tuple[float, ...] = ()     # tau of each prompt, for paired comparisons
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d["per_position"], d["per_position_se"] = list(self.per_position), list(self.per_position_se)
+        for k in ("per_position", "per_position_se", "prompt_taus"):
+            d[k] = list(d[k])
         return d
 
 
@@ -67,7 +69,19 @@ def profile_from_counts(per_prompt: list[list[int]], depth: int, seed: int = 0) 
         m = sum(xs) / len(xs)
         return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
     return Profile(depth, tau, sd(taus), tuple(per),
-                   tuple(sd([p[i] for p in pers]) for i in range(depth)))
+                   tuple(sd([p[i] for p in pers]) for i in range(depth)),
+                   tuple(1 + sum(c) / len(c) for c in per_prompt))
+
+
+def paired_gain(a: Profile, b: Profile) -> tuple[float, float]:
+    """(mean, standard error) of the per-prompt tau gain of `a` over `b` on the same prompts: far
+    less noisy than comparing two pooled taus, since prompt difficulty cancels."""
+    if len(a.prompt_taus) != len(b.prompt_taus) or not a.prompt_taus:
+        raise ValueError("paired comparison needs per-prompt taus over the same prompts")
+    d = [x - y for x, y in zip(a.prompt_taus, b.prompt_taus)]
+    m = sum(d) / len(d)
+    var = sum((x - m) ** 2 for x in d) / (len(d) - 1) if len(d) > 1 else 0.0
+    return m, math.sqrt(var / len(d))
 
 
 def profile_from_stats(stats_list) -> Profile:
