@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, no install
-from eagle_nb.capture import capture, eagle3_layers, hook_count, num_decoder_layers
+from eagle_nb.capture import capture, eagle3_layers, num_decoder_layers
 from eagle_nb.targets import SHIPPED_TARGET, load_target, pick_device
 
 MODES = ("plain", "capture", "ohs")
@@ -136,7 +136,8 @@ def main(argv=None) -> None:
         times = time_modes(model, model_ohs, ids, layer_ids, args.reps, args.warmup, device)
         kept = {m: run_mode(m, model, model_ohs, ids, layer_ids) for m in ("capture", "ohs")}
         peaks = {m: peak_extra_bytes(m, model, model_ohs, ids, layer_ids, device) for m in MODES}
-    assert hook_count(model) == 0, "capture left hooks on the model (or the plain model had some)"
+    hooks = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    assert hooks == 0, "capture left hooks on the model (or the plain model had some)"
 
     # 3. report
     def ratio(mode):

@@ -16,7 +16,7 @@ _EXPORTS = {
     "load_drafter": "checkpoints", "save_drafter": "checkpoints", "inspect_checkpoint": "checkpoints",
     "convert": "checkpoints", "load_target": "targets", "make_wrapper": "targets",
     "generate": "speculate", "greedy_reference": "speculate", "SpecStats": "speculate",
-    "acceptance_metrics": "metrics",
+    "acceptance_metrics": "metrics", "Setting": "setting", "Pair": "session", "FAULTS": "faults",
 }
 __all__ = ["capture", *_EXPORTS]
 

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from .speculate import TargetRunner, generate, greedy_reference
+from .speculate import FEATURES_NONE, TargetRunner, generate, greedy_reference
 
 
 def _sync(device) -> None:
@@ -24,7 +24,7 @@ def step_costs(pair, prompt_ids: torch.Tensor, ks, reps: int = 20) -> dict:
     (t_verify[k]), and one cached drafter step (t_draft)."""
     target, drafter, dev = pair.target, pair.drafter, pair.device
     out = {"t1": [], "t_draft": [], **{f"t_verify_{k}": [] for k in ks}}
-    with TargetRunner(target, None, feature_mode=None) as plain:
+    with TargetRunner(target, None, feature_mode=FEATURES_NONE) as plain:
         plain.forward(prompt_ids, keep=1)
         n0 = plain.length
         for _ in range(reps):

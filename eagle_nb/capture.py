@@ -246,12 +246,6 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
             h.remove()
 
 
-def hook_count(model: nn.Module) -> int:
-    """Number of forward (pre-)hooks registered anywhere on `model`. Tests compare it before and
-    after a capture block (transformers 5 leaves hooks of its own after `output_hidden_states`)."""
-    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
-
-
 def norm_profile(states: CapturedStates) -> list[tuple[int, float]]:
     """(layer id, mean per-token L2 norm) for plots."""
     return [(k, float(states[k].float().norm(dim=-1).mean())) for k in states.layer_ids]

@@ -83,7 +83,7 @@ def cmd_speculate(a) -> int:
     prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
-                         ablations=a.ablate, device=a.device, check_reference=True)
+                         faults=tuple(a.ablate), device=a.device, check_reference=True)
     if a.json:
         print(json.dumps(result.summary(), indent=2))
     else:
@@ -155,7 +155,7 @@ def main(argv=None) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ablate", action="append", default=[], metavar="NAME",
-                   help="named ablation (repeatable); see `eagle_nb.ablations.ABLATIONS`")
+                   help="named fault (repeatable); see `eagle_nb.faults.FAULTS`")
     p.add_argument("--device", default=None)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_speculate)

@@ -7,8 +7,9 @@ Facts: reference/eagle3.md §1 and §8.
 
 Two explicit input modes, never a width test: `fuse()` for target features (always applies fc and
 fails loudly on the wrong width), then `step()` on an H-wide state; later draft steps call `step()`
-with the drafter's own state. The engines' silent width check exists only as the named ablation
-`fc_policy = "engine-width-check"`.
+with the drafter's own state. The engines' silent width check exists only as a named fault, passed
+explicitly: `fuse(x, fc_policy="engine-width-check")`. The d2t table in use can be passed the same
+way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault.
 
 Knows nothing about checkpoint formats (checkpoints.py) or the speculation loop (speculate.py).
 """
@@ -24,7 +25,9 @@ from .config import ConfigError, DrafterConfig
 from .kv_cache import KVCache
 
 FC_STRICT = "strict"
-FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # ABLATION: skip fc when the input is already H wide
+FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # FAULT: skip fc when the input is already H wide
+FC_POLICIES = (FC_STRICT, FC_ENGINE_WIDTH_CHECK)
+
 
 
 class RMSNorm(nn.Module):
@@ -166,13 +169,15 @@ class Eagle3Drafter(nn.Module):
                              if cfg.draft_vocab_size == cfg.vocab_size
                              else torch.zeros(cfg.vocab_size, dtype=torch.bool))
         self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
-        self.fc_policy = FC_STRICT
 
     # -- the two input modes -------------------------------------------------------------------
-    def fuse(self, target_features: torch.Tensor) -> torch.Tensor:
-        """Target features (B, T, n_aux*Ht), layers in ascending order -> fused state (B, T, H)."""
+    def fuse(self, target_features: torch.Tensor, fc_policy: str = FC_STRICT) -> torch.Tensor:
+        """Target features (B, T, n_aux*Ht), layers in ascending order -> fused state (B, T, H).
+        `fc_policy` is strict unless a named fault asks for the engines' width check."""
+        if fc_policy not in FC_POLICIES:
+            raise ValueError(f"unknown fc_policy {fc_policy!r}; known: {FC_POLICIES}")
         width, want = target_features.shape[-1], self.config.fc_in_features
-        if self.fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
+        if fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
             return target_features               # ABLATION: the engines' silent skip of fc
         if width != want:
             raise ValueError(
@@ -216,13 +221,16 @@ class Eagle3Drafter(nn.Module):
         return self.step(input_ids, self.fuse(target_features))
 
     # -- vocabulary mapping --------------------------------------------------------------------
-    def draft_to_target(self, draft_ids: torch.Tensor) -> torch.Tensor:
-        return draft_ids + self.d2t[draft_ids]
+    # `d2t` defaults to this drafter's own table; a named fault passes the table it uses instead.
+    def draft_to_target(self, draft_ids: torch.Tensor, d2t: torch.Tensor | None = None) -> torch.Tensor:
+        d2t = self.d2t if d2t is None else d2t
+        return draft_ids + d2t[draft_ids]
 
-    def target_logits(self, draft_logits: torch.Tensor) -> torch.Tensor:
+    def target_logits(self, draft_logits: torch.Tensor, d2t: torch.Tensor | None = None) -> torch.Tensor:
         """Scatter draft logits (.., Vd) into the target vocabulary (.., V), -inf elsewhere (vLLM)."""
+        d2t = self.d2t if d2t is None else d2t
         out = draft_logits.new_full((*draft_logits.shape[:-1], self.config.vocab_size), float("-inf"))
-        idx = torch.arange(self.config.draft_vocab_size, device=draft_logits.device) + self.d2t
+        idx = torch.arange(self.config.draft_vocab_size, device=draft_logits.device) + d2t
         out[..., idx] = draft_logits
         return out
 

@@ -1,14 +1,14 @@
 """Figures and display tables built from result objects: what the notebooks, widgets and reports show.
 
-Every function takes result objects (`RunResult`, `AcceptanceMetrics`, `CapturedStates`,
-`validate.Report`, tensors) and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
+Every function takes result objects (`RunResult`s by name, `Sweep.curves()`, `CapturedStates`,
+the `checkpoints` inspection report, tensors) and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
 Figures are built on `Figure` directly, never through pyplot: nothing is drawn globally, nothing is
 displayed, so every function runs headless and its figure can be embedded (`figure_to_png`).
 
 Published reference numbers (reference/anchors.md §1.4) live here as constants, with their source,
 so every plot of measured acceptance can draw them beside the measurement.
 
-Knows nothing about widgets or reports and runs no model.
+Draws only: reads no file, runs no model, knows nothing about widgets or reports.
 """
 from __future__ import annotations
 
@@ -33,18 +33,11 @@ REFERENCE_N_ALPHA = {
     "EAGLE-1 Vicuna 7B, T=0": [0.79, 0.74, 0.72, 0.73, 0.67],
     "EAGLE-1 Vicuna 7B, T=1": [0.71, 0.68, 0.66, 0.66, 0.65],
 }
-REFERENCE_SOURCES = ("tau vs K: vLLM issue #20780 (Llama-3.1-8B, MT-bench, chain); "
-                     "n-alpha: EAGLE-1 paper Table 2 (Vicuna 7B, MT-bench, chain)")
 
 ACCEPT_COLOR, REJECT_COLOR, UNREACHED_COLOR, BONUS_COLOR = "#4caf50", "#e53935", "#e0e0e0", "#64b5f6"
 
 
 # -- small helpers ---------------------------------------------------------------------------------
-def _metrics(x):
-    """AcceptanceMetrics of a RunResult, or the AcceptanceMetrics itself."""
-    return getattr(x, "metrics", x)
-
-
 def _axes(ax, ncols: int = 1, size=(5.0, 3.2)):
     """(figure, list of axes): the caller's axis, or a new constrained-layout figure."""
     if ax is not None:
@@ -73,10 +66,6 @@ def _alpha_points(m, min_tried: int = MIN_TRIED) -> list[tuple[int, float]]:
     Steps that reached position i (all of 0..i-1 accepted) = steps accepting >= i drafts."""
     return [(i, a) for i, a in enumerate(m.conditional_alpha)
             if a is not None and sum(m.accept_counts[i:]) >= min_tried]
-
-
-def _fmt_list(xs, nd: int = 3) -> str:
-    return ", ".join("–" if x is None else f"{x:.{nd}f}" for x in xs)
 
 
 def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
@@ -212,41 +201,17 @@ def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = N
     return fig
 
 
-# -- acceptance (notebooks 01, 03, 04) -------------------------------------------------------------
+# -- acceptance (notebooks 01, 03, 04): {name: RunResult} and {name: {k: RunResult}} ------------
 def metrics_table(results: dict) -> pd.DataFrame:
-    """Every acceptance metric, as each engine or paper defines it, one column per setting.
-    `results`: {name: RunResult or AcceptanceMetrics}."""
-    from .metrics import sglang_log_line
-    cols = {}
-    for name, r in results.items():
-        m = _metrics(r)
-        col = {
-            "tau: accept length (1 + accepted/steps)": round(m.accept_length, 3),
-            "verify steps": m.verify_steps, "accepted / drafted": f"{m.accepted} / {m.drafted}",
-            "mean accepted (gpt-fast, tau-1)": round(m.mean_accepted, 3),
-            "vLLM per-position acceptance (unconditional)": _fmt_list(m.per_position_acceptance),
-            "vLLM avg draft acceptance rate": f"{100 * m.draft_acceptance_rate:.1f}%",
-            "EAGLE n-alpha (conditional)": _fmt_list(m.conditional_alpha),
-            "accepted-count histogram m=0..k": _fmt_list(m.accept_histogram, 2),
-            "SGLang accept len": round(m.sglang_accept_len, 3),
-            "SGLang accept rate = len/(k+1) (PR #13212)": round(m.sglang_accept_rate_by_draft_tokens, 3),
-            "SGLang accept rate = accepted/drafted (PR #23530)": round(m.sglang_accept_rate_by_drafts, 3),
-            "SGLang log line": sglang_log_line(m),
-        }
-        if hasattr(r, "summary"):
-            s = r.summary()
-            col["tokens/s (this machine)"] = None if s["tokens_per_s"] is None else round(s["tokens_per_s"], 1)
-            if s["matches_target_greedy"] is not None:
-                col["output == target greedy"] = s["matches_target_greedy"]
-        cols[name] = col
-    return pd.DataFrame(cols)
+    """Every acceptance metric (metrics.METRICS), one column per named RunResult."""
+    from .results import metrics_frame
+    return metrics_frame(results)
 
 
 def tau_table(curves: dict) -> pd.DataFrame:
-    """tau per depth (rows) and curve (columns). `curves`: {name: {k: RunResult | metrics | tau}}."""
-    return pd.DataFrame({name: {k: round(v if isinstance(v, (int, float)) else _metrics(v).accept_length, 3)
-                                for k, v in sorted(c.items())} for name, c in curves.items()}
-                        ).rename_axis("depth k")
+    """tau per depth (rows) and curve (columns). `curves`: {name: {k: RunResult}} (Sweep.curves)."""
+    return pd.DataFrame({name: {k: round(r.metrics.accept_length, 3) for k, r in sorted(c.items())}
+                         for name, c in curves.items()}).rename_axis("depth k")
 
 
 def log_lines(results: dict) -> pd.DataFrame:
@@ -254,7 +219,7 @@ def log_lines(results: dict) -> pd.DataFrame:
     from .metrics import sglang_log_line, vllm_log_line
     rows = []
     for name, r in results.items():
-        m = _metrics(r)
+        m = r.metrics
         rows.append({"setting": name, "SGLang (len/(k+1))": sglang_log_line(m, "by_draft_tokens"),
                      "SGLang (accepted/drafted)": sglang_log_line(m, "by_drafts"),
                      "vLLM": vllm_log_line(m)})
@@ -264,12 +229,12 @@ def log_lines(results: dict) -> pd.DataFrame:
 def plot_acceptance(results: dict, title: str | None = None) -> Figure:
     """Several settings side by side: unconditional per-position acceptance (vLLM), conditional
     n-alpha (EAGLE), and the accepted-count histogram (gpt-fast / SGLang). `results`:
-    {name: RunResult or AcceptanceMetrics}; depths may differ between settings."""
+    {name: RunResult}; depths may differ between settings."""
     fig, (a, b, c) = _axes(None, ncols=3, size=(4.0, 3.2))
     n = max(len(results), 1)
     width = 0.8 / n
     for j, (name, r) in enumerate(results.items()):
-        m = _metrics(r)
+        m = r.metrics
         pos = [i + 1 + (j - (n - 1) / 2) * width for i in range(m.depth)]
         a.bar(pos, m.per_position_acceptance, width=width, label=_label(name, m))
         alpha = _alpha_points(m)
@@ -294,7 +259,7 @@ def plot_acceptance(results: dict, title: str | None = None) -> Figure:
 def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
                       title: str | None = None, ax=None) -> Figure:
     """Measured tau against draft depth k, with the published chain curves and the bound k+1.
-    `curves`: {name: {k: RunResult | AcceptanceMetrics | tau}}. With `alpha`, a second panel shows
+    `curves`: {name: {k: RunResult}} (Sweep.curves). With `alpha`, a second panel shows
     conditional n-alpha at each curve's largest k beside the EAGLE-1 Table 2 values (`ax` only
     without it)."""
     fig, axes = _axes(None if alpha else ax, ncols=2 if alpha else 1, size=(5.2, 3.6))
@@ -302,7 +267,7 @@ def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
     ks_all = sorted({k for c in curves.values() for k in c})
     for name, c in curves.items():
         ks = sorted(c)
-        taus = [c[k] if isinstance(c[k], (int, float)) else _metrics(c[k]).accept_length for k in ks]
+        taus = [c[k].metrics.accept_length for k in ks]
         a.plot(ks, taus, "o-", label=name.replace("$", r"\$"))
     if ks_all:
         a.plot(ks_all, [k + 1 for k in ks_all], ":", color="gray", label="bound k+1 (all accepted)")
@@ -316,9 +281,9 @@ def plot_tau_vs_depth(curves: dict, reference: bool = True, alpha: bool = True,
     if alpha:
         b = axes[1]
         for name, c in curves.items():
-            if not c or all(isinstance(v, (int, float)) for v in c.values()):
+            if not c:
                 continue
-            m = _metrics(c[max(c)])
+            m = c[max(c)].metrics
             pts = _alpha_points(m)
             b.plot([p for p, _ in pts], [x for _, x in pts], "o-", label=f"{name} (k={m.depth})")
         if reference:
@@ -339,7 +304,7 @@ def plot_per_position(results: dict, ax=None, title: str | None = None) -> Figur
     """Unconditional per-position acceptance (vLLM's definition) of several settings as lines."""
     fig, (ax,) = _axes(ax, size=(4.6, 3.4))
     for name, r in results.items():
-        m = _metrics(r)
+        m = r.metrics
         ax.plot(range(1, m.depth + 1), m.per_position_acceptance, "o-", label=_label(name, m))
     ax.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
            title=title or "per-position acceptance (vLLM)")

@@ -7,7 +7,7 @@
      `parameters` and shows a progress bar over cells;
   3. export HTML with nbconvert's lab template minus every network load: require.js, MathJax,
      mermaid and the widget manager are cut from the template, widget views fall back to their
-     static HTML (`widgets.StaticSwitcher` keeps the ablations explorable), and any remaining
+     static HTML (`switcher.StaticSwitcher` keeps the ablations explorable), and any remaining
      external <script>/<link> is removed and external links are turned into plain text;
   4. write `index.html` (links, execution times, recorded results) and `results.json`.
 
@@ -21,8 +21,6 @@ import html
 import json
 import os
 import re
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -211,38 +209,6 @@ def notebook_title(nb) -> tuple[str, str]:
             bold = re.match(r"\*\*(.+?)\*\*", para)
             return title, (bold.group(1) if bold else para.split(". ")[0])
     return "", ""
-
-
-# -- checking a rendered page in a real browser ----------------------------------------------------------
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
-
-
-def find_chromium() -> str | None:
-    """Path of a Chromium/Chrome executable, or None."""
-    import shutil
-    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-
-
-def _chromium(args, timeout: int) -> subprocess.CompletedProcess:
-    exe = find_chromium()
-    if exe is None:
-        raise FileNotFoundError("no chromium executable on PATH (Debian: apt-get install chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=timeout)
-
-
-def browser_dom(url: str, budget_ms: int = 3000, timeout: int = 120) -> str:
-    """The page's DOM after its scripts ran, from headless Chromium (`--dump-dom`). A URL fragment
-    such as `#fault=fc-bypass&depth=4` preselects a state of every `StaticSwitcher` on the page."""
-    return _chromium([f"--virtual-time-budget={budget_ms}", "--dump-dom", url], timeout).stdout
-
-
-def browser_screenshot(url: str, path, size=(1200, 4000), timeout: int = 180) -> Path:
-    """A PNG screenshot of the page from headless Chromium."""
-    _chromium([f"--window-size={size[0]},{size[1]}", f"--screenshot={path}", url], timeout)
-    return Path(path)
 
 
 # -- phase 4: index ------------------------------------------------------------------------------------

@@ -1,73 +1,25 @@
-"""A loaded target + drafter pair and runs over prompt sets: the layer the CLI, notebooks and
-widgets call. Results are plain data (`RunResult`) and are cached per setting, so widgets redraw
-without recomputing. Knows nothing about plotting.
+"""A loaded target + drafter pair and the computing the CLI, notebooks and panels call:
+`Pair.run(prompts, setting) -> RunResult` and `Pair.sweep(prompts, settings) -> Sweep`.
+
+A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
+registry order; costly fault objects are built once per pair by `faults.Builds`) and hands its
+fields to `speculate.generate` as explicit arguments. Results are cached per (prompts, setting),
+so panels redraw without recomputing. Knows nothing about plotting or HTML.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
 
-from . import ablations as abl
+from . import faults as F
 from .capture import eagle3_layers, num_decoder_layers
-from .metrics import AcceptanceMetrics, from_stats, sglang_log_line, vllm_log_line
+from .metrics import from_stats
+from .results import RunResult, Sweep
+from .setting import Setting
 from .speculate import generate, greedy_reference
 from .targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_PROMPTS, load_target
-
-
-@dataclass
-class RunResult:
-    setting: dict
-    prompts: list[str]
-    outputs: list[str]
-    stats: list                     # SpecStats per prompt
-    metrics: AcceptanceMetrics
-    reference_match: list[bool] | None = None
-    reference_s: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def new_tokens(self) -> int:
-        return sum(len(s.tokens) for s in self.stats)
-
-    @property
-    def spec_s(self) -> float:
-        return sum(s.total_s for s in self.stats)
-
-    def summary(self) -> dict:
-        m = self.metrics
-        return {
-            "setting": self.setting, "outputs": self.outputs, "accept_length": m.accept_length,
-            "per_position_acceptance": m.per_position_acceptance,
-            "draft_acceptance_rate": m.draft_acceptance_rate,
-            "conditional_alpha": m.conditional_alpha, "accept_histogram": m.accept_histogram,
-            "accept_counts": m.accept_counts, "mean_accepted": m.mean_accepted,
-            "sglang_accept_len": m.sglang_accept_len,
-            "sglang_accept_rate_by_draft_tokens": m.sglang_accept_rate_by_draft_tokens,
-            "sglang_accept_rate_by_drafts": m.sglang_accept_rate_by_drafts,
-            "sglang_log_line": sglang_log_line(m), "vllm_log_line": vllm_log_line(m),
-            "verify_steps": m.verify_steps, "new_tokens": self.new_tokens,
-            "matches_target_greedy": None if self.reference_match is None else all(self.reference_match),
-            "tokens_per_s": self.new_tokens / self.spec_s if self.spec_s else None,
-            "reference_tokens_per_s": (self.new_tokens / self.reference_s) if self.reference_s else None,
-            "notes": self.notes,
-        }
-
-    def report_text(self) -> str:
-        s = self.summary()
-        lines = [f"setting: {self.setting}", *[f"note: {n}" for n in self.notes],
-                 f"accept length (tau): {s['accept_length']:.3f} over {s['verify_steps']} verify steps",
-                 f"SGLang (accept_len/num_draft_tokens): {s['sglang_log_line']}",
-                 f"SGLang (accepted/proposed): accept rate {s['sglang_accept_rate_by_drafts']:.3f}",
-                 f"vLLM: {s['vllm_log_line']}",
-                 "conditional n-alpha: " + ", ".join("-" if a is None else f"{a:.3f}"
-                                                     for a in s["conditional_alpha"]),
-                 "accepted-count histogram: " + ", ".join(f"{h:.3f}" for h in s["accept_histogram"]),
-                 f"matches target greedy: {s['matches_target_greedy']}",
-                 f"tokens/s: {s['tokens_per_s']:.1f}"]
-        return "\n".join(lines)
 
 
 class Pair:
@@ -85,50 +37,62 @@ class Pair:
         self.speculators_path = speculators_path or (SHIPPED_DRAFTER_SPECULATORS if drafter is None else None)
         self.num_layers = num_decoder_layers(self.target)
         self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
+        self.builds = F.Builds(self.target, self.drafter, self.speculators_path)
         self._cache: dict = {}
 
-    def setup(self, ablations=()) -> abl.Setup:
-        base = abl.Setup(self.target, self.drafter, list(self.layer_ids))
-        return abl.apply(base, ablations, speculators_path=self.speculators_path)
+    def wiring(self, setting: Setting = Setting()) -> F.Wiring:
+        """What the loop is given under `setting`: the healthy wiring with its faults applied."""
+        w = F.apply(F.Wiring(self.target, self.drafter, tuple(self.layer_ids)), setting.faults,
+                    self.builds)
+        if setting.layer_ids is not None:
+            w = w.but(layer_ids=setting.layer_ids,
+                      note=f"captured layers overridden: HF ids {list(setting.layer_ids)}")
+        return w
 
     def encode(self, prompt: str) -> torch.Tensor:
         return self.tokenizer(prompt, return_tensors="pt")["input_ids"].to(self.device)
 
-    def run(self, prompts, depth: int = 4, max_new_tokens: int = 64, temperature: float = 0.0,
-            seed: int = 0, ablations=(), check_reference: bool = False, progress: bool = True,
-            layer_ids=None) -> RunResult:
-        """Speculate over `prompts`. `layer_ids` (HF convention) overrides the captured layers,
-        e.g. to try another convention's ids against this drafter."""
-        key = (tuple(prompts), depth, max_new_tokens, temperature, seed, tuple(ablations),
-               check_reference, tuple(layer_ids) if layer_ids is not None else None)
-        if key in self._cache:
-            return self._cache[key]
-        s = self.setup(ablations)
-        if layer_ids is not None:
-            s.layer_ids = sorted(int(i) for i in layer_ids)
-            s.notes.append(f"captured layers overridden: HF ids {s.layer_ids}")
+    def run(self, prompts, setting: Setting | None = None, *, check_reference: bool = False,
+            progress: bool = True, **fields) -> RunResult:
+        """Speculate over `prompts` under `setting` (or `Setting(**fields)`, e.g. `depth=4,
+        faults=("fc-bypass",)`). With `check_reference`, greedy runs are also decoded target-only
+        and compared token for token."""
+        if setting is None:
+            setting = Setting(**fields)
+        elif fields:
+            raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
+        prompts = tuple(prompts)
+        key = (prompts, setting, check_reference)
+        if key not in self._cache:
+            self._cache[key] = self._run(prompts, setting, check_reference, progress)
+        return self._cache[key]
+
+    def _run(self, prompts, s: Setting, check_reference: bool, progress: bool) -> RunResult:
+        w = self.wiring(s)
         eos = self.tokenizer.eos_token_id
         stats, outputs, match, ref_s = [], [], [], 0.0
-        for i, p in enumerate(tqdm(prompts, desc=f"speculate k={depth} T={temperature} {list(ablations)}",
+        for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
                                    disable=not progress, leave=False)):
             ids = self.encode(p)
-            toks, st = generate(s.target, s.drafter, ids, depth=depth, max_new_tokens=max_new_tokens,
-                                temperature=temperature, seed=seed + i, layer_ids=s.layer_ids,
-                                feature_mode=s.feature_mode, eos_token_id=eos)
+            toks, st = generate(w.target, w.drafter, ids, depth=s.depth,
+                                max_new_tokens=s.max_new_tokens, temperature=s.temperature,
+                                seed=s.seed + i, layer_ids=list(w.layer_ids), feature_mode=w.features,
+                                fc_policy=w.fc_policy, d2t=w.d2t, eos_token_id=eos)
             stats.append(st)
             outputs.append(self.tokenizer.decode(toks))
-            if check_reference and temperature == 0:
-                ref, t = greedy_reference(self.target, ids, max_new_tokens, eos_token_id=eos)
+            if check_reference and s.temperature == 0:
+                ref, t = greedy_reference(self.target, ids, s.max_new_tokens, eos_token_id=eos)
                 match.append(ref == toks)
                 ref_s += t
-        setting = {"depth": depth, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                   "seed": seed, "ablations": list(ablations), "layer_ids_hf": s.layer_ids,
-                   "feature_mode": s.feature_mode, "fc_policy": s.drafter.fc_policy,
-                   "target": self.target_path or "shipped", "drafter": self.drafter_path}
-        result = RunResult(setting, list(prompts), outputs, stats, from_stats(stats),
-                           match if match else None, ref_s or None, s.notes)
-        self._cache[key] = result
-        return result
+        wiring = {**w.describe(), "target": self.target_path or "shipped", "drafter": self.drafter_path}
+        return RunResult(s, list(prompts), outputs, stats, from_stats(stats), wiring,
+                         match if match else None, ref_s or None, list(w.notes))
+
+    def sweep(self, prompts, settings, *, progress: bool = True) -> Sweep:
+        """Run every setting once (cached) over the same prompts."""
+        settings = list(settings)
+        return Sweep(self.run(prompts, s, progress=False)
+                     for s in tqdm(settings, desc="settings", disable=not progress))
 
 
 def shipped_prompts(n: int | None = None) -> list[str]:
@@ -137,10 +101,10 @@ def shipped_prompts(n: int | None = None) -> list[str]:
     return p[:n] if n else p
 
 
-def run_prompts(target=None, drafter=None, prompts=None, device=None, **kw) -> RunResult:
+def run_prompts(target=None, drafter=None, prompts=None, device=None, check_reference=False,
+                **fields) -> RunResult:
     pair = Pair(target, drafter, device=device)
     t0 = time.perf_counter()
-    res = pair.run(prompts or shipped_prompts(), **kw)
+    res = pair.run(prompts or shipped_prompts(), check_reference=check_reference, **fields)
     res.notes.append(f"wall time {time.perf_counter() - t0:.1f}s")
     return res
-

@@ -7,8 +7,10 @@ token t+2 (reference/eagle3.md §1.7). Every cycle: one drafter extend over the 
 tokens (target features through `fc`), k-1 drafter steps on its own states, one target forward
 over k+1 tokens, then both caches are rolled back by position to what was committed.
 
-Knows nothing about tokenizers, checkpoint formats or metrics; it receives a stock HF causal LM
-(seen through capture hooks) and an `Eagle3Drafter`, and returns tokens plus `SpecStats`.
+Knows nothing about tokenizers, checkpoint formats, faults or metrics; it receives a stock HF
+causal LM (seen through capture hooks), an `Eagle3Drafter` and, as explicit arguments, what the
+loop is given: which features the target hands over, the fc policy and the d2t table in use (the
+healthy defaults: aux layers, strict fc, the drafter's own d2t). Returns tokens plus `SpecStats`.
 `greedy_reference` is the slow path every result is tested against.
 """
 from __future__ import annotations
@@ -20,10 +22,14 @@ from dataclasses import dataclass, field
 import torch
 
 from .capture import capture
+from .config import SpecConfig
+from .drafter import FC_STRICT
 from .kv_cache import hf_cache_len, hf_cache_rollback
 
 FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenated (n_aux*Ht)
 FEATURES_FINAL = "final-hidden"   # fault: the target hands over its final (post-norm) state (Ht)
+FEATURES_NONE = "none"            # target-only decoding: no features at all (greedy_reference)
+FEATURE_MODES = (FEATURES_AUX, FEATURES_FINAL, FEATURES_NONE)
 
 
 @dataclass
@@ -55,6 +61,8 @@ class TargetRunner:
     """Runs the HF target with its own cache and hands back (logits, features) per forward."""
 
     def __init__(self, model, layer_ids, feature_mode: str = FEATURES_AUX, layers_path=None):
+        if feature_mode not in FEATURE_MODES:
+            raise ValueError(f"unknown feature_mode {feature_mode!r}; known: {FEATURE_MODES}")
         self.model, self.layer_ids, self.mode, self.layers_path = model, layer_ids, feature_mode, layers_path
         params = inspect.signature(model.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
@@ -88,7 +96,7 @@ class TargetRunner:
         kw = {self.cache_kw: self.cache, "use_cache": True}
         if keep is not None and self.keep_kw:
             kw["logits_to_keep"] = keep
-        if self.mode is None:                      # target-only decoding: no features
+        if self.mode == FEATURES_NONE:             # target-only decoding: no features
             return self.model(input_ids=ids, **kw).logits, None
         if self.mode == FEATURES_FINAL:
             out = self.model(input_ids=ids, output_hidden_states=True, **kw)
@@ -134,10 +142,16 @@ def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 @torch.no_grad()
 def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_tokens: int = 64,
              temperature: float = 0.0, seed: int = 0, layer_ids=None,
-             feature_mode: str = FEATURES_AUX, layers_path=None, eos_token_id=None):
-    """Speculative decoding of one prompt (1, T0). Returns (generated ids, SpecStats)."""
+             feature_mode: str = FEATURES_AUX, layers_path=None, eos_token_id=None,
+             fc_policy: str = FC_STRICT, d2t: torch.Tensor | None = None):
+    """Speculative decoding of one prompt (1, T0). Returns (generated ids, SpecStats).
+    `feature_mode`, `fc_policy`, `d2t`: what the loop is given (faults.Wiring fills them)."""
+    SpecConfig(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     if input_ids.shape[0] != 1:
         raise ValueError("generate() decodes one prompt at a time (batch size 1)")
+    if feature_mode not in (FEATURES_AUX, FEATURES_FINAL):
+        raise ValueError(f"generate() needs target features: feature_mode {feature_mode!r} "
+                         f"is not one of {(FEATURES_AUX, FEATURES_FINAL)}")
     if feature_mode == FEATURES_AUX and not layer_ids:
         raise ValueError("layer_ids (HF convention) are required for feature_mode='aux'")
     t_start = time.perf_counter()
@@ -167,15 +181,15 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
             # 2. draft: extend over verified tokens with target features, then k-1 own steps
             t0 = time.perf_counter()
             dcache.rollback(dstart)
-            lg, h = drafter.step(pend_ids, drafter.fuse(pend_feats), dcache, dstart)
+            lg, h = drafter.step(pend_ids, drafter.fuse(pend_feats, fc_policy), dcache, dstart)
             dcache.advance(dstart + pend_ids.shape[1])
             drafts, qs = [], []
             for i in range(depth):
                 d, q = pick(lg[:, -1])                          # draft-vocab id
-                tid = drafter.draft_to_target(d)
+                tid = drafter.draft_to_target(d, d2t)
                 drafts.append(tid)
                 if q is not None:
-                    qs.append(drafter.target_logits(q.log())[0].exp())
+                    qs.append(drafter.target_logits(q.log(), d2t)[0].exp())
                 if i < depth - 1:
                     pos = dcache.pos
                     lg, h = drafter.step(tid[:, None], h[:, -1:], dcache, pos)
@@ -217,7 +231,7 @@ def greedy_reference(target, input_ids: torch.Tensor, max_new_tokens: int = 64, 
     """Target-only greedy decoding, one token per forward, with the same HF cache. Returns
     (generated ids, seconds)."""
     t0 = time.perf_counter()
-    runner = TargetRunner(target, None, feature_mode=None)   # no features needed
+    runner = TargetRunner(target, None, feature_mode=FEATURES_NONE)
     out = []
     with runner:
         ids = input_ids

@@ -101,12 +101,51 @@ def output_cache(out):
     return out["cache"] if "cache" in out else out["past_key_values"]
 
 
-# -- rendered reports in a real browser ----------------------------------------------------------
+# -- hooks ------------------------------------------------------------------------------------------
+def hook_count(model) -> int:
+    """Number of forward (pre-)hooks registered anywhere on `model`. Tests compare it before and
+    after a capture block (transformers 5 leaves hooks of its own after `output_hidden_states`)."""
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+# -- rendered reports in a real browser (headless Chromium) -------------------------------------------
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
+
+
+def find_chromium() -> str | None:
+    """Path of a Chromium/Chrome executable, or None."""
+    import shutil
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+
+
+def _chromium(args, timeout: int):
+    import subprocess
+    import tempfile
+    exe = find_chromium()
+    if exe is None:
+        raise FileNotFoundError("no chromium executable on PATH (Debian: apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+
+def browser_dom(url: str, budget_ms: int = 3000, timeout: int = 120) -> str:
+    """The page's DOM after its scripts ran, from headless Chromium (`--dump-dom`). A URL fragment
+    such as `#fault=fc-bypass&depth=4` preselects a state of every `StaticSwitcher` on the page."""
+    return _chromium([f"--virtual-time-budget={budget_ms}", "--dump-dom", url], timeout).stdout
+
+
+def browser_screenshot(url: str, path, size=(1200, 4000), timeout: int = 180):
+    """A PNG screenshot of the page from headless Chromium."""
+    from pathlib import Path
+    _chromium([f"--window-size={size[0]},{size[1]}", f"--screenshot={path}", url], timeout)
+    return Path(path)
+
+
 def _chromium_mark():
     import pytest
-
-    from eagle_nb import report
-    return pytest.mark.skipif(report.find_chromium() is None,
+    return pytest.mark.skipif(find_chromium() is None,
                               reason="chromium not installed (Debian: apt-get install chromium)")
 
 
@@ -118,3 +157,35 @@ def shown_states(dom: str) -> list[str]:
     import re
     return [k.replace("&amp;", "&") for k, hidden in
             re.findall(r'class="enb-state" data-state="([^"]+)"( hidden(?:="")?)?', dom) if not hidden]
+
+
+# -- a fake Pair for panels and switchers -----------------------------------------------------------
+class FakePair:
+    """Stands in for `session.Pair` (STYLE rule 12): `run` records every call and returns exact
+    metrics that depend on the setting (healthy accepts every draft, any fault none); `fail` names
+    faults that raise. `sweep` is Pair.sweep's contract: one `run` per setting."""
+
+    def __init__(self, fail=()):
+        self.calls: list = []
+        self.layer_ids = [2, 4, 5]
+        self.fail = set(fail)
+
+    def run(self, prompts, setting=None, *, check_reference=False, progress=True):
+        from eagle_nb.metrics import from_stats
+        from eagle_nb.results import RunResult
+        from eagle_nb.speculate import SpecStats, VerifyStep
+        s = setting
+        self.calls.append(s)
+        if self.fail & set(s.faults):
+            raise ValueError(f"cannot apply {sorted(self.fail & set(s.faults))}")
+        k = s.depth
+        a = 0 if s.faults else k
+        steps = [VerifyStep(a, list(range(k)), list(range(k + 1))) for _ in range(3)]
+        st = SpecStats(k, s.temperature, 3, tokens=[1] * (3 * (a + 1)), steps=steps, total_s=1.0)
+        wiring = {"layer_ids_hf": [i + s.layer_shift for i in self.layer_ids], "feature_mode": "aux"}
+        return RunResult(s, list(prompts), ["x"] * len(prompts), [st], from_stats([st]), wiring,
+                         notes=[f"{n}: note" for n in s.faults])
+
+    def sweep(self, prompts, settings, *, progress=True):
+        from eagle_nb.results import Sweep
+        return Sweep(self.run(prompts, s) for s in settings)

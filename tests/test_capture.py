@@ -15,7 +15,8 @@ from torch import nn
 
 from eagle_nb.capture import (
     CONVENTIONS, LAYER_PATHS, capture, eagle3_layers, engine_style_layers, find_decoder_layers,
-    from_hf, hook_count, sglang_capture_ids, to_hf)
+    from_hf, sglang_capture_ids, to_hf)
+from helpers import hook_count
 
 H, V, L = 32, 128, 7     # hidden size, vocab size, decoder layers of every tiny target
 MAX_TEXT_ID = V - 8      # text ids are drawn below this; multimodal special tokens live above it

@@ -44,7 +44,7 @@ def test_speculate_json_keys_and_lossless():
     greedy output; the fc-bypass ablation accepts far less than the healthy pipeline."""
     keys = {"outputs", "accept_length", "per_position_acceptance", "draft_acceptance_rate",
             "conditional_alpha", "accept_histogram", "sglang_accept_rate_by_draft_tokens",
-            "sglang_accept_rate_by_drafts", "verify_steps", "new_tokens", "matches_target_greedy",
+            "accept_counts", "feature_mode", "fc_policy", "layer_ids_hf", "verify_steps", "new_tokens", "matches_target_greedy",
             "tokens_per_s"}
     rows = [json.loads(line) for line in SHIPPED_PROMPTS.read_text().splitlines()[:3]]
     prompts = os.path.join(os.path.dirname(__file__), "_cli_prompts.jsonl")

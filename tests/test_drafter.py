@@ -219,7 +219,6 @@ def test_strict_fuse_refuses_wrong_width_naming_both(mult):
     n_aux*Ht width when given H- or 2H-wide features (a missing capture never passes silently)."""
     d = tiny_drafter(seed=0)
     H, want = d.config.hidden_size, d.config.fc_in_features
-    assert d.fc_policy == dr.FC_STRICT
     with pytest.raises(ValueError) as ei:
         d.fuse(torch.randn(1, 3, mult * H))
     msg = str(ei.value)
@@ -228,16 +227,18 @@ def test_strict_fuse_refuses_wrong_width_naming_both(mult):
         d(torch.zeros(1, 3, dtype=torch.long), torch.randn(1, 3, mult * H))
 
 
-def test_engine_width_check_ablation_skips_fc_only_for_h_wide():
+def test_engine_width_check_fault_skips_fc_only_for_h_wide():
     """With FC_ENGINE_WIDTH_CHECK an H-wide input is returned unchanged (fc silently skipped, the
-    engines' behaviour), while an n_aux*Ht-wide input still goes through fc."""
+    engines' behaviour), while an n_aux*Ht-wide input still goes through fc; an unknown policy
+    name is refused."""
     d = tiny_drafter(seed=0)
-    d.fc_policy = dr.FC_ENGINE_WIDTH_CHECK
     x = torch.randn(1, 3, d.config.hidden_size)
-    assert d.fuse(x) is x
+    assert d.fuse(x, dr.FC_ENGINE_WIDTH_CHECK) is x
     feats = torch.randn(1, 3, d.config.fc_in_features)
     with torch.no_grad():
-        torch.testing.assert_close(d.fuse(feats), feats @ d.fc.weight.T)
+        torch.testing.assert_close(d.fuse(feats, dr.FC_ENGINE_WIDTH_CHECK), feats @ d.fc.weight.T)
+    with pytest.raises(ValueError, match="unknown fc_policy"):
+        d.fuse(feats, "lenient")
         with pytest.raises(ValueError):
             d.fuse(torch.randn(1, 3, 2 * d.config.hidden_size))
 

@@ -9,8 +9,9 @@ import random
 
 import pytest
 
-from eagle_nb.metrics import (FORMULAS, AcceptanceMetrics, acceptance_metrics, from_stats,
-                              sglang_log_line, vllm_log_line)
+from eagle_nb import metrics as M
+from eagle_nb.metrics import (AcceptanceMetrics, acceptance_metrics, from_stats, sglang_log_line,
+                              vllm_log_line)
 from eagle_nb.speculate import SpecStats, VerifyStep
 
 K = 4
@@ -28,8 +29,7 @@ def test_accept_length_is_one_plus_mean_accepted():
     m = acceptance_metrics(COUNTS, K)
     assert m.verify_steps == 8 and m.accepted == 16 and m.drafted == 32
     assert m.accept_length == pytest.approx(1 + 16 / 8) == 3.0
-    assert m.mean_accepted == pytest.approx(2.0)
-    assert m.sglang_accept_len == pytest.approx(m.accept_length)
+    assert sglang_log_line(m).startswith("accept len: 3.00,")
 
 
 def test_vllm_per_position_rates_are_unconditional_and_non_increasing():
@@ -52,7 +52,7 @@ def test_draft_acceptance_rate_is_accepted_over_drafted():
     m = acceptance_metrics(COUNTS, K)
     assert m.draft_acceptance_rate == pytest.approx(16 / 32)
     assert m.draft_acceptance_rate == pytest.approx((m.accept_length - 1) / K)
-    assert m.sglang_accept_rate_by_drafts == pytest.approx(m.draft_acceptance_rate)
+    assert sglang_log_line(m, "by_drafts") == "accept len: 3.00, accept rate: 0.50"
     assert m.draft_acceptance_rate != pytest.approx(m.conditional_alpha[0])
 
 
@@ -85,10 +85,10 @@ def test_sglang_worked_example_dead_drafter():
     accepted/proposed rate is 0.0125."""
     counts = [1] + [0] * 19
     m = acceptance_metrics(counts, K)
-    assert m.mean_accepted == pytest.approx(0.05)
+    assert m.accept_length - 1 == pytest.approx(0.05)        # gpt-fast Mean Accepted
     assert sglang_log_line(m) == "accept len: 1.05, accept rate: 0.21"
     assert m.sglang_accept_rate_by_draft_tokens == pytest.approx(1.05 / 5)
-    assert m.sglang_accept_rate_by_drafts == pytest.approx(0.0125)
+    assert m.draft_acceptance_rate == pytest.approx(0.0125)   # SGLang after PR #23530
     assert sglang_log_line(m, formula="by_drafts") == "accept len: 1.05, accept rate: 0.01"
     zero = acceptance_metrics([0] * 20, K)
     assert sglang_log_line(zero) == "accept len: 1.00, accept rate: 0.20"
@@ -125,13 +125,27 @@ def test_from_stats_pools_requests_and_refuses_mixed_depths():
         from_stats([])
 
 
-def test_every_metric_field_is_documented_and_serialisable():
-    """as_dict() round-trips every field and FORMULAS names the formula of each engine-specific
-    metric, so a report can print what each number means."""
+def test_one_table_documents_every_metric_and_drives_every_view():
+    """as_dict() round-trips every field; METRICS has one row (label, definition, source) per
+    field except the depth, and the summary dict, table column and text report are built from it,
+    with no alias fields (an engine's other name for a number lives in the source column)."""
+    import dataclasses
+    import json
     m = acceptance_metrics(COUNTS, K)
     d = m.as_dict()
     assert AcceptanceMetrics(**d) == m
-    for name in ("accept_length", "per_position_acceptance", "draft_acceptance_rate",
-                 "conditional_alpha", "accept_histogram", "sglang_accept_rate_by_draft_tokens",
-                 "sglang_accept_rate_by_drafts"):
-        assert name in d and name in FORMULAS
+    names = [x.name for x in M.METRICS]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(AcceptanceMetrics)
+                                   if f.name != "depth")
+    assert all(x.label and x.definition and x.source for x in M.METRICS)
+    s = M.summary(m)
+    assert json.loads(json.dumps(s))["accept_length"] == m.accept_length
+    assert [k for k in s if k in names] == names
+    col = M.table_column(m)
+    assert [k for k in col][:len(names)] == [x.label for x in M.METRICS]
+    assert col["vLLM avg draft acceptance rate"] == "50.0%"
+    text = M.report_lines(m)
+    assert text[0] == "tau: accept length (1 + accepted/steps): 3.0"
+    assert any("gpt-fast 'Mean Accepted' is tau - 1" in x.source for x in M.METRICS)
+    with pytest.raises(ValueError, match="formula"):
+        sglang_log_line(m, "by_tokens")

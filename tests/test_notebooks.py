@@ -178,6 +178,7 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
 
 
 # -- the rendered report in a real browser -------------------------------------------------------------
+import helpers  # noqa: E402
 from helpers import needs_chromium, shown_states  # noqa: E402
 
 
@@ -186,10 +187,10 @@ def test_03_report_renders_and_switches_in_chromium(built):
     """Chromium renders the 03 report (title and the strict-fc message present after load); the
     default state is fc-bypass at k=4, and a fragment switches the shown state to another fault."""
     uri = (built[0] / "03_fc_bypass_ablation.html").as_uri()
-    dom = report.browser_dom(uri)
+    dom = helpers.browser_dom(uri)
     assert "The fc-bypass ablation" in dom and "strict fc:" in dom
     assert shown_states(dom) == ["fault=fc-bypass&depth=4"]
-    dom = report.browser_dom(uri + "#fault=d2t-absolute&depth=2")
+    dom = helpers.browser_dom(uri + "#fault=d2t-absolute&depth=2")
     assert shown_states(dom) == ["fault=d2t-absolute&depth=2"]
     assert "showing fault=d2t-absolute, depth=2" in dom
 
@@ -202,7 +203,7 @@ def test_04_report_select_switches_in_chromium(built, tmp_path):
       s.dispatchEvent(new Event("change"));</script></body>""")
     page = tmp_path / "04.html"
     page.write_text(html)
-    assert shown_states(report.browser_dom(page.as_uri())) == ["temperature=1&depth=4"]
+    assert shown_states(helpers.browser_dom(page.as_uri())) == ["temperature=1&depth=4"]
 
 
 @pytest.mark.slow
@@ -210,7 +211,7 @@ def test_04_report_select_switches_in_chromium(built, tmp_path):
 def test_03_report_screenshot_is_not_blank(built, tmp_path):
     """A full-page screenshot of the 03 report is a real rendering (many distinct colours)."""
     from matplotlib.image import imread
-    shot = report.browser_screenshot((built[0] / "03_fc_bypass_ablation.html").as_uri(),
+    shot = helpers.browser_screenshot((built[0] / "03_fc_bypass_ablation.html").as_uri(),
                                      tmp_path / "03.png", size=(1200, 3000))
     img = imread(shot)
     assert img.shape[0] == 3000 and img.std() > 0.05

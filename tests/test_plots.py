@@ -16,8 +16,9 @@ from matplotlib.figure import Figure
 from eagle_nb import plots
 from eagle_nb.capture import CapturedStates, capture
 from eagle_nb.checkpoints import inspect_checkpoint, save_drafter
-from eagle_nb.metrics import acceptance_metrics, from_stats, sglang_log_line
-from eagle_nb.session import RunResult
+from eagle_nb.metrics import from_stats, sglang_log_line
+from eagle_nb.results import RunResult
+from eagle_nb.setting import Setting
 from eagle_nb.speculate import SpecStats, VerifyStep
 from helpers import tiny_drafter, tiny_llama
 
@@ -30,7 +31,8 @@ def fake_result(counts, depth=4, name="x", temperature=0.0) -> RunResult:
                         target_tokens=[10 + i if i < a else 99 for i in range(depth + 1)]) for a in counts]
     st = SpecStats(depth, temperature, prompt_len=5, tokens=list(range(sum(counts) + len(counts))),
                    steps=steps, total_s=1.0)
-    return RunResult({"depth": depth, "ablations": [name]}, ["p"], ["out"], [st], from_stats([st]))
+    return RunResult(Setting(depth=depth, temperature=temperature), ["p"], ["out"], [st],
+                     from_stats([st]))
 
 
 @pytest.fixture
@@ -57,9 +59,9 @@ def test_plot_acceptance_one_series_per_setting(pyplot_figures):
     assert len(b.lines) == 2 and len(c.patches) == 2 * 5
 
 
-def test_plot_acceptance_accepts_metrics_and_mixed_depths():
-    """AcceptanceMetrics work as well as RunResults, and settings may have different depths."""
-    fig = plots.plot_acceptance({"k2": acceptance_metrics([2, 1], 2), "k5": acceptance_metrics([5, 0], 5)})
+def test_plot_acceptance_mixed_depths():
+    """Settings may have different depths."""
+    fig = plots.plot_acceptance({"k2": fake_result([2, 1], 2), "k5": fake_result([5, 0], 5)})
     assert len(fig.axes[0].patches) == 2 + 5
 
 
@@ -67,12 +69,12 @@ def test_tau_vs_depth_draws_measured_and_published_curves():
     """Measured tau per k, the k+1 bound, and the published vLLM chain curves (anchors §1.4) with
     their exact values; the n-alpha panel carries EAGLE-1 Table 2."""
     curves = {"healthy, T=0": {k: fake_result([k] * 3, depth=k) for k in (1, 2, 3)},
-              "bypass, T=0": {1: 1.1, 2: 1.15, 3: 1.2}}
+              "bypass, T=0": {k: fake_result([0, 0, 1, 0, 0, 0, 0, 0, 0, 0], depth=k) for k in (1, 2, 3)}}
     fig = plots.plot_tau_vs_depth(curves)
     a, b = fig.axes[:2]
     lines = {ln.get_label(): ln for ln in a.lines}
     assert list(lines["healthy, T=0"].get_ydata()) == [2.0, 3.0, 4.0]
-    assert list(lines["bypass, T=0"].get_ydata()) == [1.1, 1.15, 1.2]
+    assert list(lines["bypass, T=0"].get_ydata()) == pytest.approx([1.1, 1.1, 1.1])
     eagle3 = lines["published: vLLM EAGLE-3 chain, Llama-3.1-8B, MT-bench, T=0"]
     assert list(eagle3.get_xdata()) == [2, 3, 4, 5, 6, 7]
     assert list(eagle3.get_ydata()) == [2.36, 2.79, 3.08, 3.32, 3.46, 3.54]
@@ -101,7 +103,7 @@ def test_metrics_table_has_every_metric_and_log_lines():
     col = t["s"]
     assert col["tau: accept length (1 + accepted/steps)"] == round(m.accept_length, 3)
     assert col["SGLang accept rate = len/(k+1) (PR #13212)"] == round(m.sglang_accept_rate_by_draft_tokens, 3)
-    assert col["SGLang accept rate = accepted/drafted (PR #23530)"] == round(m.sglang_accept_rate_by_drafts, 3)
+    assert col["vLLM avg draft acceptance rate"] == f"{100 * m.draft_acceptance_rate:.1f}%"
     assert col["SGLang log line"] == sglang_log_line(m)
     assert "EAGLE n-alpha (conditional)" in t.index and "accepted-count histogram m=0..k" in t.index
     lines = plots.log_lines({"s": r})
@@ -182,7 +184,7 @@ def test_key_names_and_config_tables_align_formats(tmp_path):
 
 def test_figure_to_data_uri_is_png():
     """Embedded figures are base64 PNG data URIs (self-contained HTML)."""
-    uri = plots.figure_to_data_uri(plots.plot_acceptance({"a": acceptance_metrics([1], 1)}))
+    uri = plots.figure_to_data_uri(plots.plot_acceptance({"a": fake_result([1], 1)}))
     assert uri.startswith("data:image/png;base64,")
     assert base64.b64decode(uri.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -206,7 +208,6 @@ def test_captured_states_without_forward_raise():
 def test_n_alpha_points_need_enough_support():
     """Conditional alpha at a position reached by fewer than MIN_TRIED verify steps is not drawn
     (one lucky step would plot alpha = 1.0)."""
-    m = acceptance_metrics([0] * 10 + [4], 4)        # positions 1..3 reached once
-    fig = plots.plot_acceptance({"a": m})
+    fig = plots.plot_acceptance({"a": fake_result([0] * 10 + [4], 4)})   # positions 1..3 reached once
     line = fig.axes[1].lines[0]
     assert list(line.get_xdata()) == [1] and list(line.get_ydata()) == [pytest.approx(1 / 11)]

@@ -42,7 +42,7 @@ def test_faults_collapse_acceptance(pair):
     prompts = shipped_prompts(6)
     healthy = pair.run(prompts, depth=4, max_new_tokens=48, progress=False).metrics.accept_length
     for fault in ("fc-bypass", "wrapper-capture", "d2t-absolute", "layers0-keys-dropped"):
-        r = pair.run(prompts, depth=4, max_new_tokens=48, ablations=(fault,), check_reference=True,
+        r = pair.run(prompts, depth=4, max_new_tokens=48, faults=(fault,), check_reference=True,
                      progress=False)
         assert all(r.reference_match), fault
         assert r.metrics.accept_length < healthy - 0.3, (fault, r.metrics.accept_length, healthy)

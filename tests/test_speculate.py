@@ -128,7 +128,7 @@ class OracleDrafter(nn.Module):
     def new_cache(self, batch_size, max_len):
         return KVCache(1, batch_size, max_len, 1, 1)
 
-    def fuse(self, feats):
+    def fuse(self, feats, fc_policy="strict"):
         self._extend = True
         return feats[..., :H]
 
@@ -146,7 +146,7 @@ class OracleDrafter(nn.Module):
             logits[0, j, (tok + 1) % V if p in self.wrong else tok] = 10.0
         return logits, torch.zeros(1, T, H)
 
-    def draft_to_target(self, draft_ids):
+    def draft_to_target(self, draft_ids, d2t=None):
         return draft_ids
 
 
@@ -432,20 +432,19 @@ def test_wrapper_target_gives_identical_speculation():
             assert st_w.accept_counts == st_t.accept_counts
 
 
-def test_final_hidden_features_fail_loudly_unless_width_check_ablation():
-    """feature_mode='final-hidden' hands over one H-wide state: the strict drafter refuses it with
-    a ValueError about widths; with the engines' width-check ablation it runs (fc skipped) and is
-    still lossless, because verification alone decides the output."""
+def test_final_hidden_features_fail_loudly_unless_width_check_fault():
+    """feature_mode='final-hidden' hands over one H-wide state: the strict fc policy refuses it
+    with a ValueError about widths; with the engines' width-check policy (passed explicitly) it
+    runs (fc skipped) and is still lossless, because verification alone decides the output."""
     target = make_target()
     drafter = make_drafter(target)
     prompt = ids_of(PROMPTS[1])
     with pytest.raises(ValueError, match=r"32 wide .* fc expects 96"):
         generate(target, drafter, prompt, depth=3, max_new_tokens=8, feature_mode=FEATURES_FINAL)
-    drafter.fc_policy = FC_ENGINE_WIDTH_CHECK
     ref, _ = greedy_reference(target, prompt, 20)
     for depth in (1, 4):
         out, _ = generate(target, drafter, prompt, depth=depth, max_new_tokens=20,
-                          feature_mode=FEATURES_FINAL)
+                          feature_mode=FEATURES_FINAL, fc_policy=FC_ENGINE_WIDTH_CHECK)
         assert out == ref
 
 

@@ -1,0 +1,135 @@
+"""Tests for eagle_nb.faults and eagle_nb.setting: every registered fault is a pure transformation
+of what the loop is given (it changes only the fields it declares, mutates no module), costly fault
+objects are built once per pair, fault lists are validated and put in application order, and a
+`Setting` is a hashable cache key checked by SpecConfig.
+
+Runs on the shipped pair (8-layer target, loads in seconds); no speculation except the cache test.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from eagle_nb import faults as F
+from eagle_nb.results import Sweep
+from eagle_nb.session import Pair, shipped_prompts
+from eagle_nb.setting import Setting, grid
+
+FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return Pair(device="cpu")
+
+
+def _changed(a: F.Wiring, b: F.Wiring) -> set[str]:
+    out = set()
+    for f in FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        same = (x is y) if f in ("target", "drafter", "d2t") else x == y
+        out |= set() if same else {f}
+    return out
+
+
+@pytest.mark.parametrize("fault", [f.name for f in F.FAULTS])
+def test_each_fault_changes_only_what_it_declares_and_mutates_nothing(pair, fault):
+    """Applied to the healthy wiring, a fault changes at least one field, only the fields its
+    registry entry names, adds its story as a note, and leaves the pair's target and drafter
+    (weights, d2t buffer) untouched."""
+    entry = F.BY_NAME[fault]
+    assert entry.story and entry.reference and entry.changes
+    before = {k: v.clone() for k, v in pair.drafter.state_dict().items()}
+    healthy = pair.wiring()
+    w = pair.wiring(Setting(faults=(fault,)))
+    changed = _changed(healthy, w)
+    declared = {c.strip() for c in entry.changes.split(",")}
+    assert changed and changed <= declared, (changed, declared)
+    assert w.notes[-1] == f"{fault}: {entry.story}"
+    after = pair.drafter.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert pair.wiring() == healthy
+
+
+def test_fault_effects_on_the_wiring(pair):
+    """What each story says: fc-bypass hands over the final state under the width check; the
+    layer shifts move every id by one; d2t-absolute uses d2t - arange; the wrapper is found
+    unusable by engine-style capture; the engine-style drafter is another module."""
+    w = pair.wiring(Setting(faults=("fc-bypass",)))
+    assert (w.features, w.fc_policy) == ("final-hidden", "engine-width-check")
+    ids = tuple(pair.layer_ids)
+    assert pair.wiring(Setting(faults=("layer-ids+1",))).layer_ids == tuple(i + 1 for i in ids)
+    assert pair.wiring(Setting(faults=("layer-ids-1",))).layer_ids == tuple(i - 1 for i in ids)
+    d2t = pair.drafter.d2t
+    w = pair.wiring(Setting(faults=("d2t-absolute",)))
+    assert torch.equal(w.d2t, d2t - torch.arange(d2t.numel()))
+    w = pair.wiring(Setting(faults=("wrapper-capture",)))
+    assert w.target is not pair.target and w.features == "final-hidden"
+    assert any("found no `model.layers`" in n for n in w.notes)
+    w = pair.wiring(Setting(faults=("layers0-keys-dropped",)))
+    assert w.drafter is not pair.drafter and w.d2t is None
+
+
+def test_costly_fault_objects_are_built_once_per_pair(pair):
+    """The wrapper model and the engine-style drafter are the same objects on every application."""
+    s = Setting(faults=("layers0-keys-dropped", "wrapper-capture"))
+    a, b = pair.wiring(s), pair.wiring(s)
+    assert a.drafter is b.drafter and a.target is b.target
+    assert pair.wiring(Setting(faults=("wrapper-capture",))).target is a.target
+
+
+def test_fault_names_are_checked_and_ordered():
+    """Unknown or repeated names are refused; any listing order gives the registry's application
+    order, so two spellings of one setting are one cache key; the panel's shift maps to ±1."""
+    with pytest.raises(ValueError, match="unknown faults"):
+        Setting(faults=("nope",))
+    with pytest.raises(ValueError, match="twice"):
+        Setting(faults=("fc-bypass", "fc-bypass"))
+    a = Setting(faults=("fc-bypass", "layers0-keys-dropped"))
+    assert a.faults == ("layers0-keys-dropped", "fc-bypass")
+    assert a == Setting(faults=("layers0-keys-dropped", "fc-bypass")) and len({a, a.but()}) == 1
+    assert F.ablations_for(["fc-bypass", "layers0-keys-dropped"], 1) == \
+        ("layers0-keys-dropped", "fc-bypass", "layer-ids+1")
+    assert Setting.of([], -1).faults == ("layer-ids-1",) and Setting.of([], -1).layer_shift == -1
+    with pytest.raises(ValueError, match="layer_shift"):
+        F.ablations_for([], 2)
+    assert set(F.TOGGLES) <= set(F.BY_NAME) and set(F.SHIFTS.values()) - {None} <= set(F.BY_NAME)
+
+
+def test_setting_is_validated_by_specconfig_and_serialisable():
+    """Depth and temperature go through SpecConfig's checks; as_dict is plain data."""
+    with pytest.raises(ValueError, match="depth"):
+        Setting(depth=0)
+    with pytest.raises(ValueError, match="temperature"):
+        Setting(temperature=-1)
+    s = Setting(faults=("fc-bypass",), layer_ids=[5, 2, 4], depth=3)
+    assert s.layer_ids == (2, 4, 5) and s.label == "fc-bypass, layers [2, 4, 5]"
+    assert s.as_dict() == {"faults": ["fc-bypass"], "layer_ids": [2, 4, 5], "depth": 3,
+                           "temperature": 0.0, "max_new_tokens": 64, "seed": 0}
+    assert [x.faults for x in grid([(), ("fc-bypass",)], depths=(1, 2))] == \
+        [(), (), ("fc-bypass",), ("fc-bypass",)]
+
+
+def test_run_is_cached_per_setting_and_sweep_regroups(pair):
+    """Equal settings hit the cache (same RunResult object); a Sweep holds one result per setting
+    and regroups them as curves over depth, results at one depth, and a DataFrame."""
+    prompts = shipped_prompts(1)
+    r = pair.run(prompts, Setting(depth=2, max_new_tokens=8), progress=False)
+    assert pair.run(prompts, depth=2, max_new_tokens=8, progress=False) is r
+    assert r.setting == Setting(depth=2, max_new_tokens=8) and r.wiring["feature_mode"] == "aux"
+    sw = pair.sweep(prompts, grid([(), ("fc-bypass",)], depths=(1, 2), max_new_tokens=8),
+                    progress=False)
+    assert isinstance(sw, Sweep) and len(sw) == 4
+    assert sw[Setting(depth=2, max_new_tokens=8)] is r
+    assert sorted(sw.curves()) == ["fc-bypass, T=0", "healthy, T=0"]
+    assert sorted(sw.curves()["healthy, T=0"]) == [1, 2]
+    assert set(sw.by_label(2, 0.0)) == {"healthy", "fc-bypass"}
+    df = sw.frame()
+    assert len(df) == 4 and {"label", "depth", "accept_length", "tokens_per_s"} <= set(df.columns)
+    assert df.loc[(df.label == "healthy") & (df.depth == 2), "accept_length"].item() == \
+        r.metrics.accept_length
+    with pytest.raises(TypeError, match="either a Setting"):
+        pair.run(prompts, Setting(), depth=3)
+    assert dataclasses.is_dataclass(r.setting)

@@ -1,0 +1,105 @@
+"""Tests for eagle_nb.switcher: the static switcher holds every precomputed state, loads nothing
+from the network, and switches states in a real browser; the report switchers render a Sweep
+without computing anything.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from eagle_nb import faults, report, switcher
+from eagle_nb.setting import grid
+from helpers import FakePair
+
+PROMPTS = ["a", "b"]
+
+
+def _switcher():
+    states = {(f, k): f"<p class='payload'>{f} at {k}</p>" for f in ("healthy", "layer-ids+1") for k in (2, 4)}
+    return switcher.StaticSwitcher("t", {"fault": ["healthy", "layer-ids+1"], "depth": [2, 4]}, states,
+                                   default=("layer-ids+1", 4))
+
+
+def test_static_switcher_html_holds_every_state():
+    """Every state is in the page with its key; only the default is visible without JavaScript;
+    '+' is encoded as encodeURIComponent would; nothing is loaded from the network."""
+    html = _switcher().html()
+    keys = re.findall(r'class="enb-state" data-state="([^"]+)"( hidden)?', html)
+    assert [k for k, _ in keys] == ["fault=healthy&amp;depth=2", "fault=healthy&amp;depth=4",
+                                    "fault=layer-ids%2B1&amp;depth=2", "fault=layer-ids%2B1&amp;depth=4"]
+    assert [h for _, h in keys] == [" hidden", " hidden", " hidden", ""]
+    assert "<script>" in html and report.external_urls(html) == []
+    assert '<option value="layer-ids+1" selected>' in html
+
+
+def test_static_switcher_rejects_bad_states():
+    """Keys must have one value per control, and the default must be precomputed."""
+    with pytest.raises(ValueError, match="one value per control"):
+        switcher.StaticSwitcher("t", {"a": [1]}, {(1, 2): ""})
+    with pytest.raises(ValueError, match="not precomputed"):
+        switcher.StaticSwitcher("t", {"a": [1, 2]}, {(1,): ""}, default=(2,))
+
+
+def test_ablation_switcher_renders_every_fault_and_depth_of_a_sweep():
+    """fault x depth states, each with an embedded PNG and the SGLang log line, each compared with
+    healthy at the same depth; the summary holds tau per state; rendering runs nothing."""
+    pair = FakePair()
+    names = [()] + [(f.name,) for f in faults.FAULTS]
+    sw_in = pair.sweep(PROMPTS, grid(names, depths=(2, 3)))
+    n_calls = len(pair.calls)
+    sw = switcher.ablation_switcher(sw_in)
+    labels = ("healthy",) + tuple(f.name for f in faults.FAULTS)
+    assert set(sw.states) == {(f, str(k)) for f in labels for k in (2, 3)}
+    assert all(frag.count("<img") == 1 and "accept len:" in frag for frag in sw.states.values())
+    assert sw.summary["healthy, k=3"] == 4.0 and sw.summary["fc-bypass, k=2"] == 1.0
+    assert sw.default == ("fc-bypass", "3")
+    assert len(pair.calls) == n_calls == len(labels) * 2
+
+
+def test_ablation_switcher_needs_healthy_at_every_depth():
+    pair = FakePair()
+    with pytest.raises(ValueError, match="no healthy run at depth 2"):
+        switcher.ablation_switcher(pair.sweep(PROMPTS, grid([("fc-bypass",)], depths=(2,))))
+
+
+def test_depth_switcher_states_per_temperature_and_depth():
+    """One state per (temperature, depth) of a sweep."""
+    res = FakePair().sweep(PROMPTS, grid([(), ("fc-bypass",)], depths=[1, 2], temperatures=[0.0, 1.0]))
+    sw = switcher.depth_switcher(res)
+    assert set(sw.states) == {(t, str(k)) for t in ("0", "1") for k in (1, 2)}
+    assert sw.summary["fc-bypass, T=1, k=2"] == 1.0
+
+
+# -- in a real browser -----------------------------------------------------------------------------
+import helpers  # noqa: E402
+from helpers import needs_chromium, shown_states  # noqa: E402
+
+
+@needs_chromium
+def test_switcher_fragment_selects_state_in_chromium(tmp_path):
+    """Opened with `#fault=layer-ids+1&depth=2`, the page shows exactly that state (the inline script
+    ran and read the fragment); without a fragment it shows the default."""
+    page = tmp_path / "s.html"
+    page.write_text(_switcher().page())
+    dom = helpers.browser_dom(page.as_uri() + "#fault=layer-ids+1&depth=2")
+    assert shown_states(dom) == ["fault=layer-ids%2B1&depth=2"]
+    assert "showing fault=layer-ids+1, depth=2" in dom
+    assert shown_states(helpers.browser_dom(page.as_uri())) == ["fault=layer-ids%2B1&depth=4"]
+
+
+@needs_chromium
+def test_switcher_select_change_switches_state_in_chromium(tmp_path):
+    """Changing a <select> (a change event, as a user's click fires) shows the matching state, and
+    the 'next' button steps to the following state."""
+    html = _switcher().page().replace("</body>", """<script>
+      var s=document.querySelector('select[data-control="fault"]'); s.value="healthy";
+      s.dispatchEvent(new Event("change"));
+      document.body.setAttribute("data-after-change", document.querySelector(".enb-switcher").getAttribute("data-shown"));
+      document.querySelector('button[data-step="1"]').click();
+    </script></body>""")
+    page = tmp_path / "s.html"
+    page.write_text(html)
+    dom = helpers.browser_dom(page.as_uri())
+    assert 'data-after-change="fault=healthy&amp;depth=4"' in dom
+    assert shown_states(dom) == ["fault=layer-ids%2B1&depth=2"]
