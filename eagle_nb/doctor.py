@@ -32,14 +32,8 @@ SEVERITY = ("vocab-mismatch", "fc-width-mismatch", "draft-num-layers", "layers0-
 def catalogue() -> dict:
     """name -> object with .story, .reference, .fix for every fault the doctor can name (the
     switchable faults of the registry, then the crash-only ones)."""
-    try:
-        from . import faults as F
-        out = {f.name: f for f in F.FAULTS}
-    except ImportError:         # before the faults-as-values redesign: the ablations table
-        from types import SimpleNamespace
-
-        from .ablations import ABLATIONS
-        out = {n: SimpleNamespace(name=n, story=s, reference="", fix="") for n, s in ABLATIONS.items()}
+    from . import faults as F
+    out = {f.name: f for f in F.FAULTS}
     for c in crashes.CRASHES.values():
         out.setdefault(c.name, c)
     return out
