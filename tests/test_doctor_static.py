@@ -241,3 +241,78 @@ def test_json_schema_is_stable_and_documented(tmp_path):
     assert all(set(c) == set(diagnosis.SCHEMA["checks"][0]) for c in j["checks"])
     assert all(c["status"] in diagnosis.STATUSES for c in j["checks"])
     assert j["verdict"]["cause"] == "d2t-absolute"
+
+
+# -- every "static check sees it" claim of the catalogue, planted ---------------------------------------
+def _random_embed(st):
+    g = torch.Generator().manual_seed(1)
+    e = st["embed_tokens.weight"]
+    st["embed_tokens.weight"] = (torch.randn(e.shape, generator=g) * e.float().std()).to(e.dtype)
+    return st
+
+
+def _zero_d2t(st):
+    st["d2t"] = torch.zeros_like(st["d2t"])
+    return st
+
+
+def _with_input_norm(st):
+    st["input_norm.weight"] = torch.ones(st["fc.weight"].shape[1], dtype=st["fc.weight"].dtype)
+    return st
+
+
+SEEN = {   # fault -> (planted edit, check id, status)
+    "embed-random": (dict(weights=_random_embed), "embed-tokens", "warn"),
+    "rope-theta-wrong": (dict(config=lambda c: c["transformer_layer_config"].update(rope_theta=5e5)),
+                         "rope", "warn"),
+    "norm-before-residual-forced": (dict(config=lambda c: c.pop("norm_before_residual")),
+                                    "config-flags", "warn"),
+    "norm-before-fc-dropped": (dict(weights=_with_input_norm, config=lambda c: c.update(norm_before_fc=True)),
+                               "config-flags", "warn"),
+    "norm-output-dropped": (dict(config=lambda c: c.update(norm_output=True)), "config-flags", "warn"),
+    "d2t-identity": (dict(weights=_zero_d2t), "d2t", None),
+    "layers0-keys-dropped": (PLANTED["layers0-keys-dropped"], "keys", "fail"),
+    "lm-head-missing": (PLANTED["lm-head-missing"], "lm-head", "fail"),
+    "d2t-absolute": (PLANTED["d2t-absolute"], "d2t", "fail"),
+    "draft-num-layers": (PLANTED["draft-num-layers"], "config-flags", "fail"),
+    "fc-width-mismatch": (PLANTED["fc-width-mismatch"], "fc-width", "fail"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(SEEN))
+def test_static_check_named_in_the_catalogue_sees_the_planted_fault(tmp_path, fault):
+    """For each fault the catalogue says a static check sees (static_checks.SEES), a checkpoint
+    with that fault planted makes that check leave 'pass' and name the fault."""
+    from eagle_nb.static_checks import SEES
+    edit, check_id, status = SEEN[fault]
+    assert SEES[fault] and SEES[fault].startswith(check_id)
+    checks, _, _, _ = run_static(plant(tmp_path, **edit), SHIPPED_TARGET)
+    c = next(c for c in checks if c.id == check_id)
+    assert c.status != "pass" and (status is None or c.status == status), c
+    assert fault in c.faults, c
+
+
+def test_observed_url_reads_a_metrics_endpoint():
+    """--observed-url: the /metrics page of a (local, fake) server is fetched and parsed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    body = ("vllm:spec_decode_num_drafts_total 10\nvllm:spec_decode_num_accepted_tokens_total 5\n"
+            + "".join(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n'
+                      for i, v in enumerate([4, 1, 0, 0]))).encode()
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    srv = HTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        o = observed.read_observation(url=f"http://127.0.0.1:{srv.server_port}")
+    finally:
+        srv.shutdown()
+    assert o.tau == pytest.approx(1.5) and o.per_position == pytest.approx([0.4, 0.1, 0, 0])
+    assert o.engine == "vllm" and o.source.endswith("/metrics")
