@@ -174,21 +174,11 @@ class CapturedStates:
         import pandas as pd
         rows = []
         for k in self.layer_ids:
-            x = self[k].float()
-            norms = x.norm(dim=-1)
-            row = {"name": self.key(k)}
-            row.update({f"id_{c}": from_hf([k], c)[0] for c in conventions})
-            row.update(shape=tuple(x.shape), dtype=str(self[k].dtype).replace("torch.", ""),
-                       mean_norm=float(norms.mean()), max_norm=float(norms.max()),
-                       frac_nonfinite=float((~torch.isfinite(x)).float().mean()))
-            rows.append(row)
+            row = {"name": self.key(k), **{f"id_{c}": from_hf([k], c)[0] for c in conventions}}
+            rows.append({**row, **_stats(self[k])})
         if self.layer_ids:
-            f = self.fused().float()
             rows.append({"name": "fused", **{f"id_{c}": None for c in conventions},
-                         "shape": tuple(f.shape), "dtype": rows[0]["dtype"],
-                         "mean_norm": float(f.norm(dim=-1).mean()),
-                         "max_norm": float(f.norm(dim=-1).max()),
-                         "frac_nonfinite": float((~torch.isfinite(f)).float().mean())})
+                         **_stats(self.fused())})
         return pd.DataFrame(rows)
 
 
@@ -246,9 +236,20 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
             h.remove()
 
 
-def norm_profile(states: CapturedStates) -> list[tuple[int, float]]:
-    """(layer id, mean per-token L2 norm) for plots."""
-    return [(k, float(states[k].float().norm(dim=-1).mean())) for k in states.layer_ids]
+def _stats(x: torch.Tensor) -> dict:
+    """Shape, dtype, mean/max per-token L2 norm and fraction NaN/inf of one state (B, T, H): the
+    one place the per-token norm is computed."""
+    f = x.float()
+    norms = f.norm(dim=-1)                                              # (B, T)
+    return {"shape": tuple(x.shape), "dtype": str(x.dtype).replace("torch.", ""),
+            "mean_norm": float(norms.mean()), "max_norm": float(norms.max()),
+            "frac_nonfinite": float((~torch.isfinite(f)).float().mean())}
+
+
+def norm_profile(states: CapturedStates) -> list[tuple[int, float, float]]:
+    """(layer id, mean, max per-token L2 norm) of every captured layer, for plots and the CLI."""
+    return [(k, s["mean_norm"], s["max_norm"]) for k, s in
+            ((k, _stats(states[k])) for k in states.layer_ids)]
 
 
 def engine_style_layers(model: nn.Module) -> nn.ModuleList | None:

@@ -146,6 +146,18 @@ def expected_shapes(cfg: DrafterConfig) -> dict:
 OPTIONAL = ("embed_tokens.weight", "d2t", "t2d")
 
 
+def _ids_as_written(cfg: dict) -> dict | None:
+    """Where and how a config writes the aux layer ids (before any translation)."""
+    nested = (cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if nested is not None:
+        return {"field": "eagle_config.eagle_aux_hidden_state_layer_ids", "ids": list(nested),
+                "convention": "sglang-config"}
+    top = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if top is not None:
+        return {"field": "eagle_aux_hidden_state_layer_ids", "ids": list(top), "convention": "vllm"}
+    return None
+
+
 def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     """Read and validate without building a model. Returns (report, renamed state dict)."""
     path = Path(path)
@@ -156,10 +168,13 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         rep.config = cfg = config_from_dict(raw_cfg, rep.format, str(path / "config.json"))
     except (ConfigError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path / 'config.json'}: {e}") from None
+    rep.ids_as_written = _ids_as_written(raw_cfg)
     raw, wfile = read_weights(path)
     rep.notes["weights_file"] = wfile.name
     origin: dict = {}
     state, rep.unexpected = rename(raw, rep.format, origin)
+    ours_of = {ck: ours for ours, ck in origin.items()}
+    rep.key_names = {k: (ours_of.get(k), tuple(v.shape)) for k, v in raw.items()}
     shapes = expected_shapes(cfg)
     for k in [k for k in state if k not in shapes]:   # e.g. q_norm under `midlayer.`: no such param
         rep.unexpected.append(origin.get(k, k))

@@ -25,7 +25,7 @@ def _layers(spec: str, convention: str, num_layers: int) -> list[int]:
 def cmd_capture(a) -> int:
     import torch
 
-    from .capture import capture, num_decoder_layers
+    from .capture import capture, norm_profile, num_decoder_layers
     from .targets import load_target
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
@@ -37,9 +37,8 @@ def cmd_capture(a) -> int:
     out = {"num_layers": L, "hidden_size": int(states[ids[0]].shape[-1]), "layer_ids": states.layer_ids,
            "convention_input": a.convention, "layers_path": states.layers_path,
            "states": [{"layer_id": k, "name": states.key(k), "shape": list(states[k].shape),
-                       "dtype": str(states[k].dtype).replace("torch.", ""),
-                       "mean_norm": float(states[k].float().norm(dim=-1).mean())}
-                      for k in states.layer_ids],
+                       "dtype": str(states[k].dtype).replace("torch.", ""), "mean_norm": mean}
+                      for k, mean, _ in norm_profile(states)],
            "fused_shape": list(fused.shape)}
     if a.json:
         print(json.dumps(out, indent=2))

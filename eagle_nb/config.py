@@ -6,7 +6,7 @@ translate from that format's own convention. Knows nothing about weights.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 
 class ConfigError(ValueError):
@@ -106,5 +106,3 @@ class SpecConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
 
 
-def field_names(cls) -> list[str]:
-    return [f.name for f in fields(cls)]

@@ -94,7 +94,10 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
         self.o_proj = nn.Linear(nh * hd, H, bias=False)
 
-    def forward(self, x, cos, sin, cache: KVCache | None, start: int):
+    def forward(self, x, cos, sin, cache: KVCache | None, start: int, mask=None):
+        """x (B, T, 2H) at positions start..start+T-1. `cache.update` returns every key the
+        queries may see (B, nkv, S, hd); `mask` (T, S) bool overrides the positional causal
+        mask, for key layouts that are not one sequence (training-time test, trees)."""
         B, T, _ = x.shape
         nq, nk = self.nh * self.hd, self.nkv * self.hd
         qkv = F.linear(x, fused_weight(self, (self.q_proj, self.k_proj, self.v_proj)))
@@ -106,7 +109,11 @@ class Attention(nn.Module):
         if cache is not None:
             k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
         S = k.shape[2]
-        if T == 1:
+        if mask is not None:
+            if tuple(mask.shape) != (T, S):
+                raise ValueError(f"attention mask is {tuple(mask.shape)}, expected (T, S) = {(T, S)}")
+            causal = False
+        elif T == 1:
             mask, causal = None, False          # one query attends to every cached key
         elif S == T:
             mask, causal = None, True
@@ -141,12 +148,12 @@ class Eagle3DecoderLayer(nn.Module):
         self.mlp = MLP(cfg)
         self.norm_before_residual = cfg.norm_before_residual
 
-    def forward(self, e, g, cos, sin, cache, start):
+    def forward(self, e, g, cos, sin, cache, start, mask=None):
         # e: (B, T, H) token embeddings; g: (B, T, H) fused target state or previous draft state
         gn = self.hidden_norm(g)
         residual = gn if self.norm_before_residual else g
         x = torch.cat([self.input_layernorm(e), gn], dim=-1)           # (B, T, 2H), embed first
-        h = residual + self.self_attn(x, cos, sin, cache, start)
+        h = residual + self.self_attn(x, cos, sin, cache, start, mask)
         return h + self.mlp(self.post_attention_layernorm(h))          # (B, T, H), pre-norm
 
 
@@ -192,14 +199,15 @@ class Eagle3Drafter(nn.Module):
             x = self.input_norm(x)
         return self.fc(x)
 
-    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0):
+    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0, mask=None):
         """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
-        of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state)."""
+        of tokens t, at positions start..start+T-1. Returns (draft logits (B, T, Vd), next state).
+        `mask` (T, S): see `Attention.forward` (only for callers that lay out keys themselves)."""
         T = input_ids.shape[1]
         cos, sin = self._rope(start + T, g)
         cos, sin = cos[start:start + T], sin[start:start + T]           # (T, hd)
         e = self.embed_tokens(input_ids)                                 # (B, T, H)
-        h = self.midlayer(e, g, cos, sin, cache, start)                  # (B, T, H) pre-norm
+        h = self.midlayer(e, g, cos, sin, cache, start, mask)            # (B, T, H) pre-norm
         hn = self.norm(h)
         logits = self.lm_head(hn)                                        # (B, T, Vd)
         return logits, (hn if self.config.norm_output else h)

@@ -1,7 +1,7 @@
-"""Figures and display tables built from result objects: what the notebooks, widgets and reports show.
+"""Figures and display tables of speculation results: what the notebooks, panels and reports show
+of acceptance (per position, vs depth, log lines) and of single draft-vs-target traces.
 
-Every function takes result objects (`RunResult`s by name, `Sweep.curves()`, `CapturedStates`,
-the `checkpoints` inspection report, tensors) and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
+Every function takes `RunResult`s by name or `Sweep.curves()` and returns a `matplotlib.figure.Figure` or a pandas DataFrame.
 Figures are built on `Figure` directly, never through pyplot: nothing is drawn globally, nothing is
 displayed, so every function runs headless and its figure can be embedded (`figure_to_png`).
 
@@ -18,7 +18,6 @@ import io
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .capture import CONVENTIONS, from_hf, norm_profile
 
 # -- published reference curves (reference/anchors.md §1.4) ---------------------------------------
 # vLLM chain drafts, mean acceptance length (tau, bonus included) vs K; vllm-project/vllm#20780.
@@ -78,127 +77,6 @@ def figure_to_png(fig: Figure, dpi: int = 80) -> bytes:
 def figure_to_data_uri(fig: Figure, dpi: int = 80) -> str:
     """`data:image/png;base64,...`, for self-contained HTML."""
     return "data:image/png;base64," + base64.b64encode(figure_to_png(fig, dpi)).decode("ascii")
-
-
-# -- hidden states (notebook 02) ------------------------------------------------------------------
-def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
-    """Mean and max per-token L2 norm of each captured layer (HF ids), EAGLE-3 layers highlighted.
-    `states`: CapturedStates. The norm grows through the residual stream; the captured low/mid/high
-    layers sit at very different scales, which is why `fc` (not a plain sum) fuses them."""
-    fig, (ax,) = _axes(ax, size=(7.0, 3.4))
-    prof = norm_profile(states)
-    ids = [k for k, _ in prof]
-    means = [v for _, v in prof]
-    maxes = [float(states[k].float().norm(dim=-1).max()) for k in ids]
-    colors = ["#ff9800" if k in set(highlight) else "#90a4ae" for k in ids]
-    ax.bar(ids, means, color=colors, label="mean per-token norm")
-    ax.plot(ids, maxes, "k.", label="max per-token norm")
-    for k, v in zip(ids, means):
-        if k in set(highlight):
-            ax.annotate(f"EAGLE-3\nid {k}", (k, v), ha="center", va="bottom", fontsize=7)
-    if means and min(means) > 0 and max(maxes) / min(means) > 50:
-        ax.set_yscale("log")
-    ax.set_xticks(ids)
-    ax.set_xlabel(f"HF hidden_states id (k = input of layer k; {states.num_layers} = last layer "
-                  f"output, pre-norm)")
-    ax.set_ylabel("L2 norm")
-    ax.set_title(f"Residual stream norm per layer: {states.model_class}")
-    ax.legend(fontsize=8)
-    return fig
-
-
-def layer_id_table(layer_ids, num_layers: int | None = None) -> pd.DataFrame:
-    """The captured layers (HF ids) written in every id convention, one row per convention."""
-    names = ["low", "mid", "high"] if len(layer_ids) == 3 else [f"aux{i}" for i in range(len(layer_ids))]
-    meaning = {0: "input of decoder layer k (= HF hidden_states[k])", 1: "output of decoder layer k"}
-    rows = []
-    for conv, off in CONVENTIONS.items():
-        row = {"convention": conv, **dict(zip(names, from_hf(layer_ids, conv))),
-               "id k means": meaning[off]}
-        rows.append(row)
-    df = pd.DataFrame(rows).set_index("convention")
-    if num_layers is not None:
-        df.attrs["num_layers"] = num_layers
-    return df
-
-
-# -- checkpoints and vocabulary map (notebook 01) -------------------------------------------------
-def config_table(reports: dict) -> pd.DataFrame:
-    """Validation reports (`validate.Report`) side by side: one column per checkpoint."""
-    from .checkpoints import read_config
-    cols = {}
-    for name, rep in reports.items():
-        d = rep.as_dict()
-        raw = read_config(rep.path)
-        nested = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-        top = raw.get("eagle_aux_hidden_state_layer_ids")
-        d["layer ids as written"] = (f"eagle_config: {nested} (output-of-layer)" if nested is not None
-                                     else f"top level: {top} (HF ids)" if top is not None
-                                     else "not written (EAGLE default 2, L//2, L-3)")
-        d["problems"] = "; ".join(d["problems"]) or "none"
-        d["warnings"] = "; ".join(d["warnings"]) or "none"
-        d["missing"], d["unexpected"] = len(d["missing"]), len(d["unexpected"])
-        cols[name] = {k: (str(v) if isinstance(v, (list, dict, tuple)) else v) for k, v in d.items()}
-    return pd.DataFrame(cols)
-
-
-def key_names_table(paths: dict) -> pd.DataFrame:
-    """Weight names per checkpoint format side by side, aligned on eagle_nb's own name.
-    `paths`: {label: checkpoint dir}. A dash marks a tensor the checkpoint does not hold."""
-    from .checkpoints import detect_format, read_config, read_weights, rename
-    table: dict[str, dict[str, str]] = {}
-    shapes: dict[str, str] = {}
-    for label, path in paths.items():
-        fmt = detect_format(read_config(path))
-        raw, _ = read_weights(path)
-        for key, t in raw.items():
-            renamed, unexpected = rename({key: t}, fmt)
-            ours = next(iter(renamed), None) or (f"(dropped) {key}" if not unexpected else f"(?) {key}")
-            table.setdefault(ours, {})[f"{label} [{fmt}]"] = key
-            shapes.setdefault(ours, "×".join(map(str, t.shape)))
-    df = pd.DataFrame.from_dict(table, orient="index").fillna("—")
-    df.insert(0, "shape", pd.Series(shapes))
-    df.index.name = "eagle_nb name"
-    return df.sort_index()
-
-
-def d2t_table(drafter, tokenizer=None, n: int = 8) -> pd.DataFrame:
-    """A few draft ids spread over the draft vocabulary: offset, target id = draft id + offset,
-    the token, and whether t2d marks that target id."""
-    import torch
-    d2t, t2d = drafter.d2t.cpu(), drafter.t2d.cpu()
-    ids = torch.linspace(0, d2t.numel() - 1, n).round().long().unique()
-    rows = []
-    for i in ids.tolist():
-        tid = i + int(d2t[i])
-        rows.append({"draft id": i, "d2t[i] (offset)": int(d2t[i]), "target id = i + d2t[i]": tid,
-                     "token": _tok(tokenizer, tid) if tokenizer is not None else "",
-                     "t2d[target id]": bool(t2d[tid]) if 0 <= tid < t2d.numel() else "out of range",
-                     "wrong reading d2t[i] as id": int(d2t[i])})
-    return pd.DataFrame(rows)
-
-
-def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = None) -> Figure:
-    """Left: the offsets d2t[i] against draft id i. Right: the target id each draft id maps to,
-    i + d2t[i] (correct), against d2t[i] read as an absolute id (the fault) and the identity."""
-    import torch
-    d = torch.as_tensor(d2t).long().cpu()
-    i = torch.arange(d.numel())
-    fig, (a, b) = _axes(None, ncols=2, size=(4.6, 3.2))
-    a.plot(i, d, ".", ms=2, color="#1e88e5")
-    a.set_xlabel("draft id i")
-    a.set_ylabel("d2t[i]")
-    a.set_title("d2t holds offsets" + (f" — verdict: {verdict}" if verdict else ""), fontsize=9)
-    b.plot(i, i + d, ".", ms=2, color=ACCEPT_COLOR, label="target id = i + d2t[i] (correct)")
-    b.plot(i, d, ".", ms=2, color=REJECT_COLOR, label="d2t[i] as absolute id (fault)")
-    b.plot(i, i, "--", lw=1, color="gray", label="identity (d2t all zero)")
-    if vocab_size:
-        b.axhline(vocab_size, color="k", lw=0.8, ls=":", label=f"target vocab V={vocab_size}")
-    b.set_xlabel("draft id i")
-    b.set_ylabel("target id")
-    b.set_title("where each draft id lands in the target vocabulary", fontsize=9)
-    b.legend(fontsize=7, markerscale=4)
-    return fig
 
 
 # -- acceptance (notebooks 01, 03, 04): {name: RunResult} and {name: {k: RunResult}} ------------

@@ -18,13 +18,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import corpus
 from .capture import capture, eagle3_layers
 from .config import DrafterConfig
-from .drafter import Eagle3Drafter, rotate_half
+from .drafter import Eagle3Drafter
 
 
 @dataclass
@@ -94,49 +93,43 @@ def build_vocab_map(token_ids: torch.Tensor, vocab_size: int, draft_vocab_size: 
 
 
 # -- (3) training-time test ------------------------------------------------------------------------
-def _rope(drafter, positions, dtype):
-    freqs = positions.float()[:, None] * drafter.inv_freq[None, :]
-    emb = torch.cat([freqs, freqs], -1)
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+class StepKeys:
+    """The key store of the training-time test, in the drafter's cache protocol (`update`): every
+    unrolled step appends its keys (B, nkv, T, hd) beside the earlier steps' and attention sees
+    them all, under the mask `ttt_mask` lays out."""
+
+    def __init__(self):
+        self.k, self.v = [], []
+
+    def update(self, layer: int, start: int, k, v):
+        self.k.append(k)
+        self.v.append(v)
+        return torch.cat(self.k, 2), torch.cat(self.v, 2)
+
+
+def ttt_mask(T: int, j: int, device=None) -> torch.Tensor:
+    """(T, T*(j+1)) bool: column t of step j sees step-0 keys of columns <= t (causal) and its own
+    column's keys of steps 1..j (a diagonal per step)."""
+    cols = torch.arange(T, device=device)
+    causal = cols[None, :] <= cols[:, None]
+    eye = torch.eye(T, dtype=torch.bool, device=device)
+    return torch.cat([causal] + [eye] * j, 1)
 
 
 def ttt_forward(drafter: Eagle3Drafter, ids: torch.Tensor, feats: torch.Tensor, steps: int):
     """Unrolled draft steps over a batch. ids (B, T+steps) are data tokens; feats (B, T, n*Ht) the
     target features of tokens 0..T-1. Column t of step j pairs token t+1+j with the step-(j-1)
     state of column t (step 0: target features) at position t+j, attends to step-0 keys of columns
-    <= t and to its own column's keys of steps 1..j, and predicts token t+j+2.
+    <= t and to its own column's keys of steps 1..j, and predicts token t+j+2. Each step is the
+    drafter's own `step`; training supplies only the key layout (`StepKeys`, `ttt_mask`).
     Returns a list of draft logits (B, T, Vd), one per step."""
-    layer, attn = drafter.midlayer, drafter.midlayer.self_attn
-    B, T = feats.shape[:2]
-    nh, nkv, hd = attn.nh, attn.nkv, attn.hd
+    T = feats.shape[1]
     g = drafter.fuse(feats)                                            # (B, T, H)
-    cols = torch.arange(T, device=ids.device)
-    causal = cols[None, :] <= cols[:, None]                             # (T, T)
-    keys, values, outs = [], [], []
+    keys, outs = StepKeys(), []
     for j in range(steps):
-        e = drafter.embed_tokens(ids[:, 1 + j:1 + j + T])              # (B, T, H)
-        gn = layer.hidden_norm(g)
-        residual = gn if layer.norm_before_residual else g
-        x = torch.cat([layer.input_layernorm(e), gn], -1)              # (B, T, 2H)
-        cos, sin = _rope(drafter, cols + j, x.dtype)
-        q = attn.q_proj(x).view(B, T, nh, hd).transpose(1, 2)
-        k = attn.k_proj(x).view(B, T, nkv, hd).transpose(1, 2)
-        v = attn.v_proj(x).view(B, T, nkv, hd).transpose(1, 2)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        k, v = k.repeat_interleave(nh // nkv, 1), v.repeat_interleave(nh // nkv, 1)
-        keys.append(k), values.append(v)
-        s0 = (q @ keys[0].transpose(-1, -2)) / math.sqrt(hd)           # (B, nh, T, T)
-        s0 = s0.masked_fill(~causal, float("-inf"))
-        diag = [(q * keys[i]).sum(-1, keepdim=True) / math.sqrt(hd) for i in range(1, j + 1)]
-        p = torch.cat([s0, *diag], -1).softmax(-1)                      # (B, nh, T, T+j)
-        y = p[..., :T] @ values[0]
-        for i in range(1, j + 1):
-            y = y + p[..., T + i - 1:T + i] * values[i]
-        h = residual + attn.o_proj(y.transpose(1, 2).reshape(B, T, nh * hd))
-        h = h + layer.mlp(layer.post_attention_layernorm(h))
-        hn = drafter.norm(h)
-        outs.append(drafter.lm_head(hn))
-        g = hn if drafter.config.norm_output else h
+        logits, g = drafter.step(ids[:, 1 + j:1 + j + T], g, keys, start=j,
+                                 mask=ttt_mask(T, j, ids.device))
+        outs.append(logits)                                            # (B, T, Vd)
     return outs
 
 

@@ -24,6 +24,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     d2t_verdict: str = "not checked"
     notes: dict = field(default_factory=dict)
+    ids_as_written: dict | None = None   # {"field", "ids", "convention"} as in config.json; None: absent
+    key_names: dict = field(default_factory=dict)  # checkpoint key -> (eagle_nb key | None, shape)
 
     @property
     def ok(self) -> bool:

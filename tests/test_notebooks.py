@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from eagle_nb import report
-from eagle_nb.widgets import FAULTS
+from eagle_nb.faults import FAULTS
 
 NOTEBOOKS = report.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
@@ -152,7 +152,7 @@ def test_03_report_holds_every_precomputed_ablation_state(built):
     """The static panel in the HTML has one state per fault x depth, each with its own figure, and
     the live panel left a static snapshot instead of a dead widget."""
     html = html_of(built, "03_fc_bypass_ablation")
-    faults = ("healthy",) + FAULTS + ("layer-ids+1", "layer-ids-1")
+    faults = ("healthy",) + tuple(f.name for f in FAULTS)
     states = re.findall(r'<div class="enb-state" data-state="([^"]+)"', html)
     expected = {f"fault={f.replace('+', '%2B')}&amp;depth={k}" for f in faults for k in (2, 4, 6)}
     assert set(states) == expected and len(states) == len(expected)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from eagle_nb import plots
+from eagle_nb import model_plots, plots
 from eagle_nb.capture import CapturedStates, capture
 from eagle_nb.checkpoints import inspect_checkpoint, save_drafter
 from eagle_nb.metrics import from_stats, sglang_log_line
@@ -136,7 +136,7 @@ def test_plot_layer_norms_from_captured_states():
     model = tiny_llama(num_layers=8)
     with torch.no_grad(), capture(model, range(9)) as states:
         model(torch.arange(12)[None])
-    fig = plots.plot_layer_norms(states, highlight=(2, 4, 5))
+    fig = model_plots.plot_layer_norms(states, highlight=(2, 4, 5))
     ax = fig.axes[0]
     assert len(ax.patches) == 9
     assert ax.patches[3].get_height() == pytest.approx(float(states[3].norm(dim=-1).mean()), rel=1e-5)
@@ -146,7 +146,7 @@ def test_plot_layer_norms_from_captured_states():
 
 def test_layer_id_table_conventions():
     """HF-like conventions show the HF ids; SGLang-config and SpecForge show them minus one."""
-    t = plots.layer_id_table([2, 16, 29], 32)
+    t = model_plots.layer_id_table([2, 16, 29], 32)
     assert t.loc["hf", ["low", "mid", "high"]].tolist() == [2, 16, 29]
     assert t.loc["sglang-config", ["low", "mid", "high"]].tolist() == [1, 15, 28]
     assert t.loc["specforge", "low"] == 1 and t.loc["vllm", "high"] == 29
@@ -155,10 +155,10 @@ def test_layer_id_table_conventions():
 def test_d2t_plot_and_table_show_offsets():
     """Target id = draft id + d2t offset in the table and the plot; the wrong reading uses d2t alone."""
     d = tiny_drafter()
-    t = plots.d2t_table(d, n=6)
+    t = model_plots.d2t_table(d, n=6)
     assert (t["target id = i + d2t[i]"] == t["draft id"] + t["d2t[i] (offset)"]).all()
     assert t["t2d[target id]"].all()
-    fig = plots.plot_d2t_offsets(d.d2t, d.config.vocab_size, verdict="offsets (ok)")
+    fig = model_plots.plot_d2t_offsets(d.d2t, d.config.vocab_size, verdict="offsets (ok)")
     right = {ln.get_label(): ln for ln in fig.axes[1].lines}
     correct = right["target id = i + d2t[i] (correct)"].get_ydata()
     assert list(correct) == (torch.arange(d.d2t.numel()) + d.d2t).tolist()
@@ -171,12 +171,13 @@ def test_key_names_and_config_tables_align_formats(tmp_path):
     a = save_drafter(d, tmp_path / "a", "eagle")
     b = save_drafter(d, tmp_path / "b", "sglang")
     c = save_drafter(d, tmp_path / "c", "speculators")
-    t = plots.key_names_table({"A": a, "C": c})
+    reports = {n: inspect_checkpoint(p)[0] for n, p in {"A": a, "B": b, "C": c}.items()}
+    t = model_plots.key_names_table({n: reports[n] for n in ("A", "C")})
     row = t.loc["midlayer.self_attn.q_proj.weight"]
     assert row["A [eagle]"] == "midlayer.self_attn.q_proj.weight"
     assert row["C [speculators]"] == "layers.0.self_attn.q_proj.weight"
     assert t.loc["embed_tokens.weight", "A [eagle]"] == "—"
-    cfg = plots.config_table({n: inspect_checkpoint(p)[0] for n, p in {"A": a, "B": b, "C": c}.items()})
+    cfg = model_plots.config_table(reports)
     assert cfg.loc["format"].tolist() == ["eagle", "sglang", "speculators"]
     assert cfg.loc["layer ids as written", "B"].startswith("eagle_config: [1, 3, 4]")
     assert cfg.loc["layer ids as written", "C"].startswith("top level: [2, 4, 5]")
@@ -202,7 +203,7 @@ def test_captured_states_without_forward_raise():
     """A plot of states that were never captured fails with the capture module's message."""
     st = CapturedStates([1], 2, "model.layers", "X")
     with pytest.raises(KeyError, match="no forward ran"):
-        plots.plot_layer_norms(st)
+        model_plots.plot_layer_norms(st)
 
 
 def test_n_alpha_points_need_enough_support():
