@@ -16,6 +16,32 @@ from . import crashes, ranking
 HEALTHY = "healthy"
 
 
+def shipped_path():
+    from .targets import DATA_DIR
+    return DATA_DIR / "fault_catalogue.json"
+
+
+def load(path=None) -> dict:
+    """A catalogue written by `--out` (default: the one measured on the shipped pair)."""
+    with open(path or shipped_path()) as f:
+        return json.load(f)
+
+
+def frame(cat: dict):
+    """The catalogue as a pandas DataFrame: one row per fault, τ and per-position per temperature."""
+    import pandas as pd
+    rows = []
+    for r in cat["rows"]:
+        row = {"fault": r["fault"], "kind": r["kind"], "static check": r["static_check"] or "no"}
+        for t in cat["setup"]["temperatures"]:
+            res = r["results"].get(str(float(t)))
+            row[f"tau T={t}"] = None if not res else round(res["tau"], 2)
+            row[f"per-position T={t}"] = None if not res else " / ".join(f"{x:.2f}" for x in res["per_position"])
+        row["note"] = r.get("error_text") or (f"n/a: {r['not_applicable']}" if r["not_applicable"] else "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
             max_new_tokens: int = 64, progress: bool = True) -> dict:
     """{'rows': [...], 'setup': {...}}: one row per fault (and 'healthy'), with τ and per-position

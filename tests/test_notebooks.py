@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from eagle_nb import report
-from eagle_nb.faults import FAULTS
+from eagle_nb.faults import PANEL
 
 NOTEBOOKS = report.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
@@ -152,7 +152,7 @@ def test_03_report_holds_every_precomputed_ablation_state(built):
     """The static panel in the HTML has one state per fault x depth, each with its own figure, and
     the live panel left a static snapshot instead of a dead widget."""
     html = html_of(built, "03_fc_bypass_ablation")
-    faults = ("healthy",) + tuple(f.name for f in FAULTS)
+    faults = ("healthy",) + PANEL
     states = re.findall(r'<div class="enb-state" data-state="([^"]+)"', html)
     expected = {f"fault={f.replace('+', '%2B')}&amp;depth={k}" for f in faults for k in (2, 4, 6)}
     assert set(states) == expected and len(states) == len(expected)
@@ -215,3 +215,13 @@ def test_03_report_screenshot_is_not_blank(built, tmp_path):
                                      tmp_path / "03.png", size=(1200, 3000))
     img = imread(shot)
     assert img.shape[0] == 3000 and img.std() > 0.05
+
+
+def test_06_doctor_verdicts(built):
+    """The shipped pair passes the static part (no fail, healthy); tau 1.05 at k = 4 is blamed on a
+    near-zero-acceptance fault with the healthy pair far down the ranking; a vLLM log written from
+    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture)."""
+    r = rec(built, "06_doctor")
+    assert r["static"]["cause"] == "healthy" and "fail" not in r["static"]["statuses"].values()
+    assert r["observed"]["cause"] != "healthy" and r["observed"]["healthy_rank"] >= 2
+    assert {r["from_log"]["cause"], *r["from_log"]["also"]} >= {"fc-bypass"}
