@@ -65,7 +65,7 @@ def measure(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature
                      disable=not progress, leave=False):
         try:
             res = _run(pair, prompts, () if name == HEALTHY else (name,), **kw)
-        except (ValueError, RuntimeError, KeyError) as e:
+        except Exception as e:      # noqa: BLE001 - one broken fault must not stop the diagnosis
             if name == HEALTHY:
                 raise
             skipped[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"

@@ -229,9 +229,9 @@ class _NoResidualLayer(nn.Module):
         super().__init__()
         self.layer = layer
 
-    def forward(self, e, g, cos, sin, cache, start):
+    def forward(self, e, g, *args, **kwargs):
         residual = self.layer.hidden_norm(g) if self.layer.norm_before_residual else g
-        return self.layer(e, g, cos, sin, cache, start) - residual
+        return self.layer(e, g, *args, **kwargs) - residual
 
 
 def _residual_bug(w: Wiring, b: Builds) -> Wiring:

@@ -160,3 +160,28 @@ def test_faults_that_need_another_pair_apply_where_they_can(pair):
     on = F.BY_NAME["norm-before-fc-forced"].apply(healthy, b).drafter
     assert not torch.allclose(on.fuse(x), pair.drafter.fuse(x))   # the untrained norm changes fc
     assert not hasattr(pair.drafter, "input_norm")
+
+
+def test_catalogue_drafter_faults_do_what_their_story_says(pair):
+    """Drafter faults on the shipped pair, checked on one forward: random embedding / head are new
+    weights of the same shape and scale; the wrong RoPE theta changes the draft's rotary table;
+    the residual bug subtracts the layer's input state; fp16 fc equals fc computed in half."""
+    healthy, d = pair.wiring(), pair.drafter
+    get = lambda name: pair.wiring(Setting(faults=(name,))).drafter  # noqa: E731
+    e = get("embed-random").embed_tokens.weight
+    assert e.shape == d.embed_tokens.weight.shape and not torch.allclose(e, d.embed_tokens.weight)
+    assert abs(float(e.detach().std()) / float(d.embed_tokens.weight.detach().std()) - 1) < 0.05
+    assert not torch.equal(get("lm-head-missing").lm_head.weight, d.lm_head.weight)
+    r = get("rope-theta-wrong")
+    assert r.config.rope_theta != d.config.rope_theta and not torch.allclose(r.inv_freq, d.inv_freq)
+    g = torch.randn(1, 3, d.config.hidden_size)
+    ids = torch.tensor([[5, 6, 7]])
+    nr = get("output-norm-residual")
+    with torch.no_grad():
+        (_, h_ok), (_, h_bug) = d.step(ids, g), nr.step(ids, g)
+        assert torch.allclose(h_ok - g, h_bug, atol=1e-5)
+        x = torch.randn(1, 2, d.config.fc_in_features)
+        half = torch.nn.functional.linear(x.half(), d.fc.weight.half()).float()
+        assert torch.equal(get("fp16-fc-overflow").fuse(x), half)
+        assert not torch.isfinite(get("fp16-fc-overflow").fuse(x * 1e5)).all()   # past 65504
+    assert healthy == pair.wiring()
