@@ -45,6 +45,7 @@ SCHEMA = {
         "distance": "RMS z-score between prediction and observation (null: no observation)",
         "weight": "share of exp(-z^2/2) likelihood among all hypotheses (null: no observation)",
         "static_evidence": "ids of checks that point at this fault",
+        "ruled_out_by": "id of a passing check showing the files cannot have this fault, or null",
     }],
     "probes": [{
         "name": "what was tried (e.g. 'layer ids +1', 'target embedding')",
@@ -84,6 +85,7 @@ class Hypothesis:
     distance: float | None = None
     weight: float | None = None
     static_evidence: list[str] = field(default_factory=list)
+    ruled_out_by: str | None = None
 
 
 @dataclass
@@ -157,7 +159,8 @@ class Diagnosis:
                     f"tau {p['tau']:.2f} ± {p['tau_se']:.2f}, per-position "
                     + " / ".join(f"{x:.2f}" for x in p["per_position"]))
                 score = "" if h.distance is None else f"  z {h.distance:5.2f}  w {h.weight:.2f}"
-                lines.append(f"  {h.fault:<24}{score}  {prof}")
+                out = f"  (ruled out: {h.ruled_out_by} passes)" if h.ruled_out_by else ""
+                lines.append(f"  {h.fault:<28}{score}  {prof}{out}")
         if self.observation:
             o = self.observation
             per = o.get("per_position")

@@ -101,19 +101,18 @@ def fc_range_check(pair, prompts) -> Check:
 
 # -- phase 3: probes -------------------------------------------------------------------------------
 PROBE_Z, PROBE_MIN_GAIN = 3.0, 0.1     # "clearly higher": paired gain > 3 SE and > 0.1
-PROBES = {  # fault whose switch is also a probe -> what finding it means when it *raises* tau
-    "layer-ids+1": "your ids look off by one (one boundary too early)",
-    "layer-ids-1": "your ids look off by one (one boundary too late)",
-    "layer-ids-heuristic": "the EAGLE default ids fit better than the ids in the config",
-    "embed-target-forced": "the target's embedding fits better than the drafter's own",
-    "embed-random": "a fresh random embedding fits better than the drafter's own",
+PROBES = {  # fault switched on as a probe -> (what it means when it raises tau, the fault it reveals)
+    "layer-ids+1": ("your ids look off by one (one boundary too early)", "layer-ids-1"),
+    "layer-ids-1": ("your ids look off by one (one boundary too late)", "layer-ids+1"),
+    "layer-ids-heuristic": ("the EAGLE default ids fit better than the config's", "layer-ids-heuristic"),
+    "embed-target-forced": ("the target's embedding fits better than the drafter's own", "embed-random"),
 }
 
 
 def probes(profiles: dict, pair) -> list[Probe]:
     base = profiles.get(HEALTHY)
     out = []
-    for name, finding in PROBES.items():
+    for name, (finding, _) in PROBES.items():
         p = profiles.get(name)
         if base is None or p is None:
             continue
@@ -133,6 +132,13 @@ def probes(profiles: dict, pair) -> list[Probe]:
 
 
 # -- phase 4: verdict ------------------------------------------------------------------------------
+def ruled_out(name: str, checks) -> str | None:
+    """The passing check that shows the files cannot have fault `name` (static_checks.RULED_OUT_BY_PASS)."""
+    from .static_checks import RULED_OUT_BY_PASS
+    cid = RULED_OUT_BY_PASS.get(name)
+    return cid if cid and any(c.id == cid and c.status == "pass" for c in checks) else None
+
+
 def _hypotheses(profiles, ranked, checks, cat, crash_names) -> list[Hypothesis]:
     evidence: dict[str, list[str]] = {}
     for c in checks:
@@ -146,7 +152,7 @@ def _hypotheses(profiles, ranked, checks, cat, crash_names) -> list[Hypothesis]:
             "the pair as written, wired as the engines should wire it", "", "")
         d, w = score.get(name, (None, None))
         out.append(Hypothesis(name, story, ref, fix, profiles[name].as_dict(), d, w,
-                              evidence.get(name, [])))
+                              evidence.get(name, []), ruled_out(name, checks)))
     for name in list(crash_names) + [f for f in evidence if f not in profiles and f not in crash_names]:
         story, ref, fix = _info(name, cat)
         out.append(Hypothesis(name, story, ref, fix, None, None, None, evidence.get(name, [])))
@@ -172,8 +178,9 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
     better = [p for p in probe_list if p.better]
     if better:
         best = max(better, key=lambda p: p.tau)
-        story, _, fix = _info(best.name, cat)
-        return Verdict(best.name, best.message, fix or "use the probe's setting", "medium", "probe")
+        cause = PROBES[best.name][1]
+        story, _, fix = _info(cause, cat)
+        return Verdict(cause, f"{best.message}: {story}", fix, "medium", "probe")
     if obs is None or not ranked:
         base = profiles.get(HEALTHY)
         warns = [c.id for c in checks if c.status == "warn"]
@@ -182,6 +189,8 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
             s += f"; the reference loop predicts tau {base.tau:.2f} at depth {base.depth}"
         s += "; give what your engine reported (--observed-tau / --observed LOGFILE) to rank faults"
         return Verdict(HEALTHY, s, "", "medium" if warns else "high", "none")
+    out = [r[0] for r in ranked if ruled_out(r[0], checks)]
+    ranked = [r for r in ranked if r[0] not in out]
     name, dist, _ = ranked[0]
     also = ranking.ties(ranked)
     warned = {f for c in checks if c.status == "warn" for f in c.faults}
@@ -193,6 +202,8 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
                        "observation", also)
     story, _, fix = _info(name, cat)
     tail = f"; equally consistent: {', '.join(also)}" if also else ""
+    near = [n for n in out if n in profiles and abs(profiles[n].tau - obs.tau) < abs(pred.tau - obs.tau) + 0.1]
+    tail += f" (ruled out by passing checks: {', '.join(near)})" if near else ""
     return Verdict(name, f"observed tau {obs.tau:.2f} fits '{name}' (predicted {pred.tau:.2f}, "
                    f"z {dist:.1f}): {story}{tail}", fix, conf, "observation", also)
 

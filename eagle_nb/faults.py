@@ -47,6 +47,7 @@ class Wiring:
     features: str = FEATURES_AUX      # what the target hands over: aux | final-hidden
     fc_policy: str = FC_STRICT        # strict, or the engines' width check
     d2t: torch.Tensor | None = None   # the d2t in use; None = the drafter's own
+    prompt_format: str = "{prompt}"   # how a prompt is wrapped before tokenising (serving template)
     notes: tuple[str, ...] = ()
 
     def but(self, note: str | None = None, **changes) -> "Wiring":
@@ -60,7 +61,8 @@ class Wiring:
         """The plain-data part (what a RunResult records)."""
         return {"layer_ids_hf": list(self.layer_ids), "feature_mode": self.features,
                 "fc_policy": self.fc_policy,
-                "d2t": "drafter's own" if self.d2t is None else "replaced by a fault"}
+                "d2t": "drafter's own" if self.d2t is None else "replaced by a fault",
+                "prompt_format": self.prompt_format}
 
 
 class Builds:
@@ -267,6 +269,14 @@ def _fp16_fc(w: Wiring, b: Builds) -> Wiring:
     return w.but(drafter=_variant(d, fc=_HalfLinear(d.fc)))
 
 
+# A chat template the drafter never saw in training (its training data were raw text).
+CHAT_TEMPLATE = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _chat_template(w: Wiring, b: Builds) -> Wiring:
+    return w.but(prompt_format=CHAT_TEMPLATE)
+
+
 # -- the registry, in application order ------------------------------------------------------------
 FAULTS: tuple[Fault, ...] = (
     Fault("layers0-keys-dropped",
@@ -363,6 +373,12 @@ FAULTS: tuple[Fault, ...] = (
           "aux layer ids shifted one boundary earlier (HF ids read as output-of-layer ids)",
           "reference/eagle3.md §4 and §7 #4 (vllm PR #43671)", "layer_ids", _shift(-1),
           fix="write the ids in the convention the engine reads (§4)"),
+    Fault("chat-template-mismatch",
+          "prompts are served in a chat template the drafter never saw in training (trained on "
+          "raw text, served as ChatML), so its features and tokens are out of distribution",
+          "reference/eagle3.md §3 (d2t/t2d and the training targets come from the training "
+          "data's formatted assistant tokens)", "prompt_format",
+          _chat_template, fix="train (or regenerate data) with the serving chat template"),
     Fault("layer-ids-heuristic",
           "a converter ignores the config's ids and falls back to the EAGLE default {2, L//2, L-3}",
           "reference/eagle3.md §7 #19 (ggml-org/llama.cpp PR #27040)", "layer_ids", _heuristic_ids,

@@ -73,7 +73,7 @@ class Pair:
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
                                    disable=not progress, leave=False)):
-            ids = self.encode(p)
+            ids = self.encode(w.prompt_format.format(prompt=p))
             toks, st = generate(w.target, w.drafter, ids, depth=s.depth,
                                 max_new_tokens=s.max_new_tokens, temperature=s.temperature,
                                 seed=s.seed + i, layer_ids=list(w.layer_ids), feature_mode=w.features,

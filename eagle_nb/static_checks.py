@@ -48,12 +48,19 @@ SEES = {
     "layer-ids+1": "aux-ids (warn, when the engines' conventions disagree)",
     "layer-ids-1": "aux-ids (warn, when the engines' conventions disagree)",
     "layer-ids-heuristic": "aux-ids (warn)",
+    "chat-template-mismatch": None,
     "fc-width-mismatch": "fc-width, aux-ids (fail)",
     "draft-num-layers": "config-flags (fail)",
     "no-eagle3-interface": None,
     "no-capture-hooks": None,
     "draft-vocab-short": "d2t (fail: shape)",
 }
+# Faults that are properties of the checkpoint or target files: when the check that would see
+# them passes, the files do not have them, so the doctor rules them out whatever the acceptance.
+RULED_OUT_BY_PASS = {"embed-random": "embed-tokens", "lm-head-missing": "lm-head",
+                     "d2t-side-file": "d2t", "draft-num-layers": "config-flags",
+                     "norm-before-residual-forced": "config-flags", "wrapper-capture": "target-layout",
+                     "fc-width-mismatch": "fc-width", "vocab-mismatch": "vocab"}
 SIDE_FILE = re.compile(r"(d2t|t2d|vocab_map|token_map|hot_token)", re.I)
 
 

@@ -17,7 +17,7 @@ from eagle_nb.results import Sweep
 from eagle_nb.session import Pair, shipped_prompts
 from eagle_nb.setting import Setting, grid
 
-FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t")
+FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "prompt_format")
 
 
 @pytest.fixture(scope="module")
