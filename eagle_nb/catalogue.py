@@ -43,9 +43,10 @@ def frame(cat: dict):
 
 
 def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
-            max_new_tokens: int = 64, progress: bool = True) -> dict:
+            max_new_tokens: int = 64, faults=None, progress: bool = True) -> dict:
     """{'rows': [...], 'setup': {...}}: one row per fault (and 'healthy'), with τ and per-position
-    acceptance per temperature, or why the fault does not apply to this pair."""
+    acceptance per temperature, or why the fault does not apply to this pair. `faults` limits the
+    registry entries measured (names; default all)."""
     from tqdm.auto import tqdm
 
     from . import faults as F
@@ -55,7 +56,7 @@ def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
     pair = pair or Pair()
     prompts = list(prompts or shipped_prompts())
     rows, t0 = [], time.perf_counter()
-    entries = [None, *F.FAULTS]
+    entries = [None, *[f for f in F.FAULTS if faults is None or f.name in faults]]
     for f in tqdm(entries, desc="catalogue", disable=not progress):
         name = HEALTHY if f is None else f.name
         row = {"fault": name, "kind": "switch", "story": "" if f is None else f.story,
