@@ -212,8 +212,8 @@ def check_aux_ids(rep, raw_cfg, tmeta) -> Check:
     trained = caps["trained (kit reading)"]
     conv = ("HF / vLLM (input of layer k)" if rep.format != "sglang" else "output of layer k (+1 = HF)")
     ev = (f"L = {L}; as written {written if written is not None else 'none (EAGLE default implied)'} "
-          f"[{conv}] -> HF {trained}; read as the other convention: "
-          f"{from_hf(trained, 'sglang-config') if rep.format != 'sglang' else from_hf(trained, 'hf')}; "
+          f"[{conv}] -> HF {trained}; to write them for vLLM (top-level) {from_hf(trained, 'vllm')}, "
+          f"for SGLang (nested eagle_config) {from_hf(trained, 'sglang-config')}; "
           + "; ".join(f"{k} captures {v}" for k, v in caps.items() if k != "trained (kit reading)"))
     bad = [i for i in trained if not 0 <= i <= L]
     if bad:
