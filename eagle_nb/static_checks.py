@@ -221,9 +221,10 @@ def check_aux_ids(rep, raw_cfg, tmeta) -> Check:
                    ["fc-width-mismatch"], f"use ids within 0..{L} (HF convention)")
     notes, faults = [], []
     if L in trained:
-        notes.append(f"id {L} is the final boundary: it must be captured pre-norm; SGLang's "
-                     "before-layer capture cannot reach it and vLLM only after PR #36063")
-        faults += ["final-boundary-missed", "final-boundary-post-norm"]
+        notes.append(f"id {L} is the final boundary: it must be captured pre-norm (HF's "
+                     f"hidden_states[{L}] is post-norm); SGLang's before-layer capture cannot reach "
+                     "it and vLLM only after PR #36063, so fc gets N-1 states and fails (§7 #3, #5)")
+        faults += ["fc-width-mismatch"]
     if 0 in trained:
         notes.append("id 0 (embeddings) is not capturable by SGLang (residual is None before layer 0)")
     for eng, ids in caps.items():
