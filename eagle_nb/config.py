@@ -104,5 +104,3 @@ class SpecConfig:
             raise ValueError(f"depth must be >= 1, got {self.depth}")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-
-

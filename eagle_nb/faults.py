@@ -17,7 +17,8 @@ How to add a fault (this module only):
   2. add `Fault("my-fault", story, reference, changes, _my_fault)` to `FAULTS`, at the place in
      the list where it must be applied (loader faults replace the drafter first, then what the
      target hands over, then layer ids);
-  3. run `tests/test_faults.py`: every registered fault is exercised there by name.
+  3. run `tests/test_faults.py`: every registered fault is applied there to the shipped pair by
+     name, and must change only the `Wiring` fields its `changes` string lists (comma-separated).
 A fault that needs something the loop is not yet given (a field not in `Wiring`) also needs that
 field here and an argument in `speculate.generate`.
 

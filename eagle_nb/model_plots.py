@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .capture import CONVENTIONS, from_hf, norm_profile
-from .plots import ACCEPT_COLOR, REJECT_COLOR, _axes
+from .plots import ACCEPT_COLOR, REJECT_COLOR, _axes, _tok
 
 
 # -- hidden states (notebook 02) ------------------------------------------------------------------

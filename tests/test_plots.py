@@ -158,6 +158,16 @@ def test_d2t_plot_and_table_show_offsets():
     t = model_plots.d2t_table(d, n=6)
     assert (t["target id = i + d2t[i]"] == t["draft id"] + t["d2t[i] (offset)"]).all()
     assert t["t2d[target id]"].all()
+
+    class Tok:   # the two calls _tok makes; id 7 does not decode alone
+        def decode(self, ids):
+            return "\ufffd" if ids == [7] else f"<{ids[0]}>"
+
+        def convert_ids_to_tokens(self, i):
+            return f"piece{i}"
+    named = model_plots.d2t_table(d, Tok(), n=6)
+    assert named["token"].tolist() == [f"piece{i}" if i == 7 else f"<{i}>"
+                                       for i in named["target id = i + d2t[i]"]]
     fig = model_plots.plot_d2t_offsets(d.d2t, d.config.vocab_size, verdict="offsets (ok)")
     right = {ln.get_label(): ln for ln in fig.axes[1].lines}
     correct = right["target id = i + d2t[i] (correct)"].get_ydata()
