@@ -79,7 +79,9 @@ def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
                      "fix": c.fix, "switch": f"crashes.reproduce({c.name!r})",
                      "static_check": SEES.get(c.name), "error_text": crashes.reproduce(c.name),
                      "results": {}, "not_applicable": None})
-    setup = {"target": pair.target_path or "shipped", "drafter": pair.drafter_path, "depth": depth,
+    from .targets import DATA_DIR
+    drafter = str(pair.drafter_path).replace(str(DATA_DIR.parent) + "/", "")   # repo-relative
+    setup = {"target": pair.target_path or "shipped", "drafter": drafter, "depth": depth,
              "temperatures": list(temperatures), "prompts": len(prompts),
              "max_new_tokens": max_new_tokens, "seconds": round(time.perf_counter() - t0, 1)}
     return {"setup": setup, "rows": rows}
