@@ -196,13 +196,15 @@ def test_crash_texts_are_torch_own_and_recognised():
         assert [n for n, _ in crashes.recognise(log)] == [name]
 
 
-def test_log_with_a_crash_gives_a_log_verdict(tmp_path):
-    """A log carrying SGLang's one-layer error: verdict 'draft-num-layers' from the log."""
-    f = tmp_path / "sglang.log"
-    f.write_text("loading\nValueError: EAGLE3 currently only supports 1 layer\n")
+@pytest.mark.parametrize("crash", sorted(crashes.CRASHES))
+def test_log_with_a_crash_gives_a_log_verdict(tmp_path, crash):
+    """A log carrying an engine's crash text (as `crashes.reproduce` writes it for this fault):
+    the verdict names that crash-only fault, from the log, with its fix."""
+    f = tmp_path / "engine.log"
+    f.write_text(f"INFO loading\nERROR RuntimeError: {crashes.reproduce(crash)}\nINFO exit\n")
     d = doctor(SHIPPED_DRAFTER_SPECULATORS, observed_log=f, dynamic=False)
-    assert d.verdict.cause == "draft-num-layers" and d.verdict.basis == "log"
-    assert d.observation["crash_lines"]
+    assert d.verdict.cause == crash and d.verdict.basis == "log" and d.verdict.fix
+    assert d.observation["crash_lines"] and d.hypotheses[0].fault == crash
 
 
 # -- ranking -------------------------------------------------------------------------------------------
