@@ -204,6 +204,13 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
     tail = f"; equally consistent: {', '.join(also)}" if also else ""
     near = [n for n in out if n in profiles and abs(profiles[n].tau - obs.tau) < abs(pred.tau - obs.tau) + 0.1]
     tail += f" (ruled out by passing checks: {', '.join(near)})" if near else ""
+    if HEALTHY in profiles:
+        tail += f"; wired correctly this pair reaches tau {profiles[HEALTHY].tau:.2f}"
+    from .static_checks import SEES
+    seer = (SEES.get(name) or "").split(" ")[0].rstrip(",")
+    if seer and any(c.id == seer and c.status == "pass" for c in checks):
+        fix = (f"{fix} -- your files pass the '{seer}' check, so look at the converter or engine "
+               f"that reads them").lstrip(" -")
     return Verdict(name, f"observed tau {obs.tau:.2f} fits '{name}' (predicted {pred.tau:.2f}, "
                    f"z {dist:.1f}): {story}{tail}", fix, conf, "observation", also)
 
