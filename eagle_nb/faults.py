@@ -3,9 +3,11 @@
 A fault is one `Fault` entry in `FAULTS`: its name, the story, a public reference, what it
 changes, and `apply`, a pure function `Wiring -> Wiring`. `Wiring` is everything the speculation
 loop is given: which target object, which drafter object, the captured layer ids, which features
-the target hands over (aux | final-hidden), the fc policy and the d2t table in use. The healthy
-wiring comes from the pair; faults transform it in registry order; `speculate.generate` receives
-its fields as explicit arguments. No module is copied or mutated.
+the target hands over (aux | final-hidden), the fc policy, the d2t table in use and how prompts
+are wrapped. The healthy wiring comes from the pair; faults transform it in registry order;
+`speculate.generate` receives its fields as explicit arguments. No module is mutated: a drafter
+fault hands over a `_variant`, a shallow copy sharing every weight with its own submodule table.
+The catalogue (catalogue.py) measures every entry; the doctor (doctor.py) ranks them.
 
 Costly objects a fault needs (the multimodal wrapper, the engine-style non-strict drafter) come
 from `Builds`, which builds each once per pair and hands the same object back afterwards.
@@ -14,7 +16,8 @@ How to add a fault (this module only):
   1. write `def _my_fault(w: Wiring, b: Builds) -> Wiring` that returns `w.but(...)` with the
      fields it changes, plus `note=` text for anything the run should report; if it needs a costly
      object, get it with `b.get("my-object", lambda: build_it(b.target, b.drafter))` (memoised);
-  2. add `Fault("my-fault", story, reference, changes, _my_fault)` to `FAULTS`, at the place in
+  2. add `Fault("my-fault", story, reference, changes, _my_fault, fix=...)` to `FAULTS` (raise
+     `NotApplicable` from `_my_fault` on a pair that cannot have it), at the place in
      the list where it must be applied (loader faults replace the drafter first, then what the
      target hands over, then layer ids);
   3. run `tests/test_faults.py`: every registered fault is applied there to the shipped pair by
@@ -26,10 +29,9 @@ Knows the drafter and capture APIs and the checkpoint loaders; runs no model its
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Callable
-
-import copy
 
 import torch
 from torch import nn
