@@ -318,3 +318,25 @@ def test_observed_url_reads_a_metrics_endpoint():
         srv.shutdown()
     assert o.tau == pytest.approx(1.5) and o.per_position == pytest.approx([0.4, 0.1, 0, 0])
     assert o.engine == "vllm" and o.source.endswith("/metrics")
+
+
+def test_cli_doctor_static_json_and_exit_status(tmp_path):
+    """`eagle-nb doctor --static-only --json`: exit 0 and cause 'healthy' on the shipped drafter,
+    exit 1 naming the fault on a planted one; the JSON has the documented top-level keys; a
+    per-position list without a tau is a clear error."""
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "eagle_nb", "doctor", *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+    p = cli("--drafter", str(SHIPPED_DRAFTER_SPECULATORS), "--static-only", "--json")
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    assert set(j) == set(diagnosis.SCHEMA) and j["verdict"]["cause"] == "healthy"
+    p = cli("--drafter", str(plant(tmp_path, weights=_no_lm_head)), "--static-only")
+    assert p.returncode == 1 and "cause: lm-head-missing" in p.stdout
+    p = cli("--drafter", str(SHIPPED_DRAFTER_SPECULATORS), "--static-only", "--observed-per-position", "0.5")
+    assert p.returncode == 2 and "needs --observed-tau" in p.stderr
