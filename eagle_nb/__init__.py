@@ -7,6 +7,7 @@ from importlib import import_module
 # NOTE: `eagle_nb.capture` is both a module and its entry-point function. Binding the function here,
 # after the submodule is loaded, makes `eagle_nb.capture(model, ids)` the context manager.
 from .capture import capture  # noqa: E402
+from .doctor import doctor  # noqa: E402  (same trick: `eagle_nb.doctor(...)` is the function)
 
 _EXPORTS = {
     "eagle3_layers": "capture", "to_hf": "capture", "from_hf": "capture",

@@ -1,4 +1,4 @@
-"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | record | report.
+"""`eagle-nb` (or `python -m eagle_nb`): capture | inspect | convert | speculate | record | report | doctor | engine.
 
 Thin: parses flags, calls the package, prints a table or JSON. No algorithm lives here.
 """
@@ -161,6 +161,23 @@ def cmd_report(a) -> int:
     return 0
 
 
+def cmd_doctor(a) -> int:
+    from .doctor import doctor
+    per = None
+    if a.observed_per_position:
+        try:
+            per = [float(x) for x in a.observed_per_position.split(",") if x.strip()]
+        except ValueError:
+            raise SystemExit(f"--observed-per-position: expected comma-separated numbers, got "
+                             f"{a.observed_per_position!r}")
+    d = doctor(a.drafter, a.target, depth=a.depth, prompts=a.prompts, n_prompts=a.n_prompts,
+               max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+               observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
+               observed_per_position=per, dynamic=not a.static_only, progress=not a.json)
+    print(d.to_json() if a.json else d.text())
+    return 0 if d.healthy else 1
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="eagle-nb", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,6 +267,25 @@ def main(argv=None) -> None:
 
     from .engines.commands import add_parser as add_engine_parser
     add_engine_parser(sub)
+
+    p = sub.add_parser("doctor", help="diagnose a drafter (and what the engine reported) against "
+                                      "the fault catalogue; exit 0 when healthy, 1 otherwise")
+    p.add_argument("--drafter", required=True, help="drafter checkpoint directory (any format)")
+    p.add_argument("--target", default=None, help="target checkpoint directory (default: shipped)")
+    p.add_argument("--depth", type=int, default=None, help="draft depth k (default: the log's, else 4)")
+    p.add_argument("--prompts", default=None, help="JSON lines with a 'prompt' field (default: shipped)")
+    p.add_argument("--n-prompts", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=0.0)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--observed", metavar="LOGFILE", help="a vLLM or SGLang log")
+    g.add_argument("--observed-url", metavar="URL", help="a vLLM/SGLang server (reads /metrics)")
+    g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
+    p.add_argument("--observed-per-position", metavar="A,B,...", help="with --observed-tau: vLLM "
+                   "per-position acceptance rates")
+    p.add_argument("--static-only", action="store_true", help="skip the reference-loop measurements")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_doctor)
 
     a = ap.parse_args(argv)
     try:

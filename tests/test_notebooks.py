@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from eagle_nb import report
-from eagle_nb.faults import FAULTS
+from eagle_nb.faults import PANEL
 
 NOTEBOOKS = report.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
@@ -154,7 +154,7 @@ def test_03_report_holds_every_precomputed_ablation_state(built):
     """The static panel in the HTML has one state per fault x depth, each with its own figure, and
     the live panel left a static snapshot instead of a dead widget."""
     html = html_of(built, "03_fc_bypass_ablation")
-    faults = ("healthy",) + tuple(f.name for f in FAULTS)
+    faults = ("healthy",) + PANEL
     states = re.findall(r'<div class="enb-state" data-state="([^"]+)"', html)
     expected = {f"fault={f.replace('+', '%2B')}&amp;depth={k}" for f in faults for k in (2, 4, 6)}
     assert set(states) == expected and len(states) == len(expected)
@@ -235,3 +235,13 @@ def test_05_engine_agrees_with_reference_and_ablation(built):
     assert abs(tau["layer-ids+1 engine"] - tau["layer-ids+1 ablation"]) <= GREEDY_TAU_TOL, tau
     assert tau["layer-ids+1 ablation"] < tau["healthy reference"] - GREEDY_TAU_TOL, tau
     assert r["identical_outputs"][0] >= 14 and r["log_lines"]["vllm"] >= 1 and r["log_lines"]["malformed"] == 0
+
+
+def test_06_doctor_verdicts(built):
+    """The shipped pair passes the static part (no fail, healthy); tau 1.05 at k = 4 is blamed on a
+    near-zero-acceptance fault with the healthy pair far down the ranking; a vLLM log written from
+    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture)."""
+    r = rec(built, "06_doctor")
+    assert r["static"]["cause"] == "healthy" and "fail" not in r["static"]["statuses"].values()
+    assert r["observed"]["cause"] != "healthy" and r["observed"]["healthy_rank"] >= 2
+    assert {r["from_log"]["cause"], *r["from_log"]["also"]} >= {"fc-bypass"}
