@@ -58,6 +58,9 @@ METRICS: tuple[Metric, ...] = (
            "1 + accepted / verify_steps (bonus token included)",
            "EAGLE tau; vLLM 'Mean acceptance length'; SGLang 'accept len'; gpt-fast "
            "'Mean Accepted' is tau - 1", lambda v: round(v, 3)),
+    Metric("num_draft_tokens", "num_draft_tokens (nodes verified per step, root included)",
+           "k + 1 for a chain; the tree's verified nodes for topk > 1",
+           "SGLang --speculative-num-draft-tokens"),
     Metric("verify_steps", "verify steps", "target verify forwards (cycles), pooled over prompts",
            "SGLang forward_ct; vLLM num_drafts"),
     Metric("accepted", "accepted drafts", "drafts accepted, pooled", "vLLM 'Accepted'"),
