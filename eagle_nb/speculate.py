@@ -236,6 +236,12 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
             pend_feats, dstart = tfeats[:, :a + 1].to(dev, fdtype), n
             if eos_token_id is not None and eos_token_id in accepted_ids:
                 break
+    return finish(stats, eos_token_id, max_new_tokens, t_start)
+
+
+def finish(stats: SpecStats, eos_token_id, max_new_tokens: int, t_start: float):
+    """Cut the generated ids after EOS and at max_new_tokens (a cycle may overshoot both); stamp
+    the total time. Returns (generated ids, stats). Shared by the chain and tree loops."""
     tokens = stats.tokens
     if eos_token_id is not None and eos_token_id in tokens:
         tokens = tokens[:tokens.index(eos_token_id) + 1]

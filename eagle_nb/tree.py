@@ -52,7 +52,8 @@ from .config import SpecConfig
 from .drafter import FC_STRICT
 from .kv_cache import hf_cache_keep
 from .limits import check_fits, context_length
-from .speculate import FEATURES_AUX, SpecStats, TargetRunner, VerifyStep, _checked_ids, _probs
+from .speculate import (FEATURES_AUX, SpecStats, TargetRunner, VerifyStep, _checked_ids, _probs,
+                        finish)
 
 TREE_ATTN = ("sdpa", "eager")
 
@@ -308,9 +309,4 @@ def generate_tree(target, drafter, input_ids: torch.Tensor, num_steps: int = 4, 
             pend_feats, dstart = tfeats[:, keep].to(dev, fdtype), n
             if eos_token_id is not None and eos_token_id in accepted_ids:
                 break
-    tokens = stats.tokens
-    if eos_token_id is not None and eos_token_id in tokens:
-        tokens = tokens[:tokens.index(eos_token_id) + 1]
-    stats.tokens = tokens[:max_new_tokens]
-    stats.total_s = time.perf_counter() - t_start
-    return stats.tokens, stats
+    return finish(stats, eos_token_id, max_new_tokens, t_start)
