@@ -63,6 +63,9 @@ class Pair:
             raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
         prompts = tuple(prompts)
         key = (prompts, setting, check_reference)
+        checked = (prompts, setting, True)
+        if not check_reference and checked in self._cache:
+            return self._cache[checked]          # same run, with the reference check as well
         if key not in self._cache:
             self._cache[key] = self._run(prompts, setting, check_reference, progress)
         return self._cache[key]
