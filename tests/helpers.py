@@ -245,3 +245,31 @@ def legibility_problems(fig, min_pt: float = 7.0) -> list[str]:
             if inter is not None and inter.width > 2 and inter.height > 2:
                 probs.append(f"{s!r} printed over {s2!r}")
     return probs
+
+
+# -- Playwright on the system Chromium (no browser download) -------------------------------------------
+def playwright_missing() -> str | None:
+    """Why the Playwright tests cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright not installed (pip install playwright; no browser download needed)"
+    return None if find_chromium() else "chromium not installed (Debian: apt-get install chromium)"
+
+
+def needs_playwright():
+    import pytest
+    return pytest.mark.skipif(playwright_missing() is not None, reason=str(playwright_missing()))
+
+
+def launch_chromium(pw):
+    """Headless system Chromium driven by Playwright, with the kit's offline flags."""
+    return pw.chromium.launch(executable_path=find_chromium(), headless=True,
+                              args=[f for f in CHROMIUM_FLAGS if f != "--headless"])
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
