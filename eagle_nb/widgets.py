@@ -143,6 +143,8 @@ class _Panel:
 
     def _show_status(self) -> None:
         busy, wanted, shown = self._busy, self._wanted, self.last_setting
+        if busy is None:                      # the worker is about to take it
+            busy, wanted = wanted, None
         parts = []
         if busy is not None:
             parts.append(f"⏳ computing <b>{html.escape(describe(busy))}</b> "
