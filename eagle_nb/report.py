@@ -150,7 +150,13 @@ def resolve_params(params: dict | None, cwd: Path | None = None) -> dict:
 
 
 # -- phase 2: execution ------------------------------------------------------------------------------
-def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: int = 900):
+# The kernel's own start-up warnings (e.g. "Kernel is running over TCP without encryption": the
+# kernel only listens on 127.0.0.1) are noise for a report run; `verbose` keeps them.
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
+
+
+def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: int = 900,
+            verbose: bool = False):
     """Run one notebook with papermill. Returns (seconds, error message or None)."""
     import papermill as pm
     env_path = os.environ.get("PYTHONPATH", "")
@@ -158,7 +164,8 @@ def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: 
     t0 = time.perf_counter()
     try:
         pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
-                            progress_bar=progress, execution_timeout=timeout)
+                            progress_bar=progress, execution_timeout=timeout,
+                            extra_arguments=[] if verbose else QUIET_KERNEL)
         error = None
     except pm.PapermillExecutionError as e:
         error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
@@ -266,7 +273,7 @@ def notebook_params(src: Path, params: dict) -> dict:
 
 
 def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
-                  progress: bool = True) -> Path:
+                  progress: bool = True, verbose: bool = False) -> Path:
     """Execute the notebooks, write `<stem>.ipynb` (executed) and `<stem>.html` per notebook plus
     `index.html` and `results.json` into `out_dir`. Returns the index path. Raises ReportError
     (after writing everything) if any notebook failed."""
@@ -280,7 +287,8 @@ def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
         if progress:
             print(f"[{n}/{len(srcs)}] executing {src.name}", flush=True)
         dst = out / src.name
-        seconds, error = execute(src, dst, notebook_params(src, params), progress=progress)
+        seconds, error = execute(src, dst, notebook_params(src, params), progress=progress,
+                                 verbose=verbose)
         nb = nbformat.read(dst if dst.exists() else src, as_version=4)
         title, goal = notebook_title(nb)
         page = to_html(nb) if dst.exists() else \

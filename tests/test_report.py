@@ -97,13 +97,16 @@ def test_records_read_back_from_outputs():
     assert report.records(nb) == {"a": 1, "b": [2]}
 
 
-def test_build_reports_injects_params_and_writes_index(tmp_path):
+def test_build_reports_injects_params_and_writes_index(tmp_path, capfd):
     """A notebook executes with the injected parameter, its recorded value lands in results.json,
-    and index.html links the report with its execution time."""
+    and index.html links the report with its execution time; the kernel's start-up warnings are
+    not printed."""
     src = tmp_path / "nb" / "01_tiny.ipynb"
     src.parent.mkdir()
     nbformat.write(tiny_notebook(), src)
     index = report.build_reports(tmp_path / "out", params={"x": "21"}, notebooks=[str(src)], progress=False)
+    err = capfd.readouterr().err
+    assert "WARNING" not in err and "encryption" not in err, err
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["notebooks"]["01_tiny"]["records"] == {"double": 42}
     assert res["notebooks"]["01_tiny"]["error"] is None and res["params"] == {"x": 21}
@@ -168,3 +171,15 @@ def test_record_display_rounds_and_never_cuts(capsys):
         report.record("big", {f"k{i}": 1.23456789 for i in range(40)})
     assert shown[0] == 'recorded tau = {"healthy": 3.041}'
     assert shown[1] == "recorded big = 40 entries (results.json, index.html)"
+
+
+def test_precompute_report_is_set_only_where_declared(tmp_path):
+    """Notebooks declaring `precompute_report` get True from build_reports (unless given); others
+    get nothing extra."""
+    nb = tiny_notebook()
+    nb.cells[1].source += "\nprecompute_report = False"
+    nbformat.write(nb, tmp_path / "a.ipynb")
+    nbformat.write(tiny_notebook(), tmp_path / "b.ipynb")
+    assert report.notebook_params(tmp_path / "a.ipynb", {"x": 2}) == {"precompute_report": True, "x": 2}
+    assert report.notebook_params(tmp_path / "a.ipynb", {"precompute_report": False}) == {"precompute_report": False}
+    assert report.notebook_params(tmp_path / "b.ipynb", {"x": 2}) == {"x": 2}
