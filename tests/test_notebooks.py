@@ -201,7 +201,9 @@ def test_reports_show_log_lines_whole_and_layer_ids_as_ints(built):
     assert re.search(r"SpecDecoding metrics: Mean acceptance length: \d\.\d\d", html03)
     assert "..." not in re.sub(r"<[^>]+>", "", html03.split("SpecDecoding metrics")[1])[:200]
     html02 = html_of(built, "02_hidden_state_shapes")
-    assert ">NaN<" not in html02 and not re.search(r"<td>\d\.0</td>", html02)
+    ids = re.findall(r"layers\.(\d+)\.input</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", html02)
+    assert ids and all(hf == k and re.fullmatch(r"-?\d+", sg) for k, hf, sg in ids), ids
+    assert re.search(r"fused</td>\s*<td>—</td>\s*<td>—</td>", html02) and ">NaN<" not in html02
 
 
 # -- the rendered report in a real browser -------------------------------------------------------------
