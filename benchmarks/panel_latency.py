@@ -79,7 +79,7 @@ def main() -> None:
     print(f"04 new fault: shown depth after {first:.1f} s, all 8 depths after {full:.1f} s ({n} runs)")
     first, full, n = change(p4, ("depth", 7))
     print(f"04 shown depth changed (cached): {first:.2f} s")
-    first, full, n = change(p4, ("fault", "wrapper-capture"), ("temperature", 1.0), ("fault", "layer-ids+1"))
+    first, full, n = change(p4, ("fault", "wrapper-capture"), ("temperature", 1.0), ("fault", "layers0-keys-dropped"))
     print(f"04 three quick changes: the last one at its shown depth after {first:.1f} s, all depths "
           f"after {full:.1f} s; {n} runs computed")
 
