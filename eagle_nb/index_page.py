@@ -80,12 +80,14 @@ def fault_table(row: dict) -> str:
     if not grid:
         return ""
     ks = sorted({k for c in grid.values() for k in c})
+    mid = ks[len(ks) // 2]          # healthy first, then the costliest fault first
+    grid = dict(sorted(grid.items(), key=lambda kv: (kv[0] != "healthy", kv[1].get(mid, 0.0))))
     head = "".join(f"<th>τ at k={k}</th>" for k in ks)
     body = []
     for fault, c in grid.items():
         cells = "".join(
             f"<td class='num'><a href='{html.escape(row['html'])}#"
-            f"{html.escape(state_key({'fault': fault, 'depth': k}))}'>{fmt(round(c[k], 2))}</a></td>"
+            f"{html.escape(state_key({'fault': fault, 'depth': k}))}'>{c[k]:.2f}</a></td>"
             if k in c else "<td></td>" for k in ks)
         body.append(f"<tr><th>{html.escape(fault)}</th>{cells}</tr>")
     return (f"<table><tr><th>setting</th>{head}</tr>{''.join(body)}</table>"
