@@ -16,7 +16,7 @@ export ENGINE_VENV := $(abspath $(ENGINE_VENV))
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install engine test test-slow reports bench clean
+.PHONY: install engine test test-slow reports lab bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -59,6 +59,11 @@ test-slow: install
 
 reports: install engine
 	$(PY) -m eagle_nb report --out reports
+
+# JupyterLab on this machine only (127.0.0.1); --allow-root so it also starts in a root container.
+# Open the URL it prints (it carries the login token).
+lab: install
+	$(PY) -m jupyter lab --allow-root --ip=127.0.0.1 --notebook-dir=notebooks
 
 bench: install
 	$(PY) benchmarks/capture_overhead.py

@@ -266,7 +266,8 @@ class CapturedStates:
             row = {"name": self.key(k), **{f"id_{c}": from_hf([k], c)[0] for c in conventions}}
             rows.append({**row, **_stats(self[k])})
         if self.layer_ids:
-            rows.append({"name": "fused", **{f"id_{c}": None for c in conventions},
+            # "—", not None: a None would turn the id columns into floats (2.0, NaN)
+            rows.append({"name": "fused", **{f"id_{c}": "—" for c in conventions},
                          **_stats(self.fused())})
         return pd.DataFrame(rows)
 

@@ -417,6 +417,10 @@ def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weigh
     else:
         from safetensors.torch import save_file
         save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+        # NOTE: safetensors creates the file 0600; give it the mode any other file here gets
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out / "model.safetensors", 0o666 & ~umask)
     return out
 
 

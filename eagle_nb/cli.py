@@ -79,14 +79,43 @@ def cmd_inspect(a) -> int:
 
 
 def cmd_convert(a) -> int:
-    from .checkpoints import convert
+    from .checkpoints import convert, inspect_checkpoint
+    before, _ = inspect_checkpoint(a.src)
     notes: list[str] = []
     out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy, force=a.force,
                   drop_embed=a.drop_embed, notes=notes)
+    after, _ = inspect_checkpoint(out)
     print(f"wrote {a.to} checkpoint to {out}")
+    for line in conversion_lines(before, after, verbose=a.verbose):
+        print(line)
     for n in notes:
         print(n)
     return 0
+
+
+def conversion_lines(before, after, verbose: bool = False) -> list[str]:
+    """What a conversion changed, from the validation reports of source and destination: tensor
+    names (aligned on eagle_nb's own name), how the layer ids are written, the d2t verdict."""
+    src = {ours: key for key, (ours, _) in before.key_names.items() if ours}
+    dst = {ours: key for key, (ours, _) in after.key_names.items() if ours}
+    renamed = [(src[o], dst[o]) for o in sorted(src) if o in dst and src[o] != dst[o]]
+    lines = [f"format {before.format} -> {after.format}; {len(renamed)} of {len(dst)} tensors renamed"
+             + (":" if renamed else "")]
+    lines += [f"  {s} -> {d}" for s, d in (renamed if verbose else renamed[:6])]
+    if len(renamed) > 6 and not verbose:
+        lines.append(f"  ... and {len(renamed) - 6} more (--verbose lists all)")
+    missing = sorted(set(src) - set(dst))
+    if missing:
+        lines.append(f"  not written: {', '.join(missing)}")
+
+    def ids(rep):
+        w = rep.ids_as_written
+        return ("not written (EAGLE default)" if w is None else
+                f"{w['ids']} in eagle_config (output-of-layer ids)" if w["convention"] == "sglang-config"
+                else f"{w['ids']} at top level (HF ids)")
+    lines.append(f"layer ids: {ids(before)} -> {ids(after)}")
+    lines.append(f"d2t: {before.d2t_verdict} -> {after.d2t_verdict}")
+    return lines
 
 
 def cmd_speculate(a) -> int:
@@ -114,6 +143,7 @@ def cmd_speculate(a) -> int:
         print(json.dumps(result.summary(), indent=2))
     else:
         print(result.report_text())
+        print(speedup_line(result))
     return 0
 
 
@@ -152,11 +182,20 @@ def cmd_replay(a) -> int:
     return 0
 
 
+def speedup_line(result) -> str:
+    """Measured speedup over target-only greedy decoding of the same prompts on this machine."""
+    spec, ref = result.tokens_per_s, result.reference_tokens_per_s
+    if not spec or not ref:
+        return ("speedup: not measured (the target-only reference is decoded only at temperature 0)")
+    return (f"speedup: {spec / ref:.2f}x over target-only greedy decoding on this machine "
+            f"({spec:.0f} vs {ref:.0f} tokens/s)")
+
+
 def cmd_report(a) -> int:
     from .params import parse_param
     from .report import build_reports
     params = dict(parse_param(p) for p in a.param)
-    index = build_reports(a.out, params=params, notebooks=a.notebook or None)
+    index = build_reports(a.out, params=params, notebooks=a.notebook or None, verbose=a.verbose)
     print(f"reports written; open {index}")
     return 0
 
@@ -178,8 +217,20 @@ def cmd_doctor(a) -> int:
     return 0 if d.healthy else 1
 
 
+def quiet() -> None:
+    """No library progress bars or advisory warnings (model loading); our own progress stays."""
+    import os
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"      # read by transformers at import
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+
+
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="eagle-nb", description=__doc__.splitlines()[0])
+    from .cli_help import document
+    ap = argparse.ArgumentParser(prog="eagle-nb")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("capture", help="capture target hidden states at layer ids")
@@ -229,7 +280,7 @@ def main(argv=None) -> None:
     p.add_argument("--num-draft-tokens", type=int, default=None,
                    help="tree nodes verified per step, root included (SGLang "
                         "--speculative-num-draft-tokens); default: depth+1 for a chain, all candidates for a tree")
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=32)   # as the notebooks
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ablate", action="append", default=[], metavar="NAME",
@@ -287,7 +338,12 @@ def main(argv=None) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_doctor)
 
+    for each in sub.choices.values():
+        each.add_argument("-v", "--verbose", action="store_true")
+    document(ap)
     a = ap.parse_args(argv)
+    if not a.verbose:
+        quiet()
     try:
         sys.exit(a.fn(a))
     except (ValueError, OSError) as e:   # the package's errors name the fault and fix

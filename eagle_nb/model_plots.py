@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from .capture import CONVENTIONS, from_hf, norm_profile
-from .plots import ACCEPT_COLOR, REJECT_COLOR, _axes, _tok
+from .plots import ACCEPT_COLOR, FONT, REJECT_COLOR, _axes, _style, _tok
 
 
 # -- hidden states (notebook 02) ------------------------------------------------------------------
@@ -20,7 +20,7 @@ def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
     """Mean and max per-token L2 norm of each captured layer (HF ids), EAGLE-3 layers highlighted.
     `states`: CapturedStates. The norm grows through the residual stream; the captured low/mid/high
     layers sit at very different scales, which is why `fc` (not a plain sum) fuses them."""
-    fig, (ax,) = _axes(ax, size=(7.0, 3.4))
+    fig, (ax,) = _axes(ax, size=(7.0, 3.8))
     prof = norm_profile(states)
     ids = [k for k, _, _ in prof]
     means = [v for _, v, _ in prof]
@@ -28,17 +28,23 @@ def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
     colors = ["#ff9800" if k in set(highlight) else "#90a4ae" for k in ids]
     ax.bar(ids, means, color=colors, label="mean per-token norm")
     ax.plot(ids, maxes, "k.", label="max per-token norm")
-    for k, v in zip(ids, means):
-        if k in set(highlight):
-            ax.annotate(f"EAGLE-3\nid {k}", (k, v), ha="center", va="bottom", fontsize=7)
-    if means and min(means) > 0 and max(maxes) / min(means) > 50:
+    log = bool(means and min(means) > 0 and max(maxes) / min(means) > 50)
+    if log:
         ax.set_yscale("log")
+    for k, v in zip(ids, maxes):   # above the max dot, never on it
+        if k in set(highlight):
+            ax.annotate(f"EAGLE-3\nid {k}", (k, v), xytext=(0, 6), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=FONT)
+    if maxes:
+        top = max(maxes)
+        ax.set_ylim(top=top * (8 if log else 1.35))
     ax.set_xticks(ids)
     ax.set_xlabel(f"HF hidden_states id (k = input of layer k; {states.num_layers} = last layer "
                   f"output, pre-norm)")
     ax.set_ylabel("L2 norm")
     ax.set_title(f"Residual stream norm per layer: {states.model_class}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=FONT, loc="upper left")
+    _style(ax)
     return fig
 
 
@@ -115,11 +121,11 @@ def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = N
     import torch
     d = torch.as_tensor(d2t).long().cpu()
     i = torch.arange(d.numel())
-    fig, (a, b) = _axes(None, ncols=2, size=(4.6, 3.2))
+    fig, (a, b) = _axes(None, ncols=2, size=(4.6, 3.6))
     a.plot(i, d, ".", ms=2, color="#1e88e5")
     a.set_xlabel("draft id i")
     a.set_ylabel("d2t[i]")
-    a.set_title("d2t holds offsets" + (f" — verdict: {verdict}" if verdict else ""), fontsize=9)
+    a.set_title("d2t holds offsets" + (f"\nverdict: {verdict}" if verdict else ""))
     b.plot(i, i + d, ".", ms=2, color=ACCEPT_COLOR, label="target id = i + d2t[i] (correct)")
     b.plot(i, d, ".", ms=2, color=REJECT_COLOR, label="d2t[i] as absolute id (fault)")
     b.plot(i, i, "--", lw=1, color="gray", label="identity (d2t all zero)")
@@ -127,6 +133,8 @@ def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = N
         b.axhline(vocab_size, color="k", lw=0.8, ls=":", label=f"target vocab V={vocab_size}")
     b.set_xlabel("draft id i")
     b.set_ylabel("target id")
-    b.set_title("where each draft id lands in the target vocabulary", fontsize=9)
-    b.legend(fontsize=7, markerscale=4)
+    b.set_title("where each draft id lands\nin the target vocabulary")
+    b.legend(fontsize=FONT, markerscale=4)
+    for ax in (a, b):
+        _style(ax)
     return fig

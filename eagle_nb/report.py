@@ -9,7 +9,11 @@
      mermaid and the widget manager are cut from the template, widget views fall back to their
      static HTML (`switcher.StaticSwitcher` keeps the ablations explorable), and any remaining
      external <script>/<link> is removed and external links are turned into plain text;
-  4. write `index.html` (links, execution times, recorded results) and `results.json`.
+  4. write `index.html` (the fault story, links, execution times, workloads, recorded results;
+     `index_page.py`) and `results.json`.
+
+Notebooks that declare a `precompute_report` parameter get True: they build the panels only a
+report needs (with a live kernel they skip them).
 
 `record(name, value)` is what a notebook calls to hand a number to this module (and to tests),
 as scrapbook's `glue` does. Knows nothing about models.
@@ -23,6 +27,8 @@ import os
 import re
 import time
 from pathlib import Path
+
+from .index_page import write_index  # noqa: F401 - phase 4 lives there
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -49,9 +55,40 @@ def record(name: str, value) -> None:
     executed notebook. `value` must be JSON-serialisable."""
     from IPython.display import display
     text = json.dumps(value, default=str)
-    shown = text if len(text) <= 240 else text[:239] + "…"
+    shown = json.dumps(_rounded(json.loads(text)), ensure_ascii=False)
+    if len(shown) > 240:        # never cut mid-value: say where the whole record is
+        shown = f"{len(value) if hasattr(value, '__len__') else 1} entries (results.json, index.html)"
     display({RECORD_MIME: {name: json.loads(text)}, "text/plain": f"recorded {name} = {shown}"},
             raw=True)
+
+
+def _rounded(v):
+    """Floats rounded to 3 decimals, through dicts and lists (for display only)."""
+    if isinstance(v, float):
+        return round(v, 3)
+    if isinstance(v, dict):
+        return {k: _rounded(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_rounded(x) for x in v]
+    return v
+
+
+def workload_text(w: dict) -> str:
+    """'8 prompts × 32 new tokens, k=4, T=0, seed 0' from a recorded workload."""
+    ks = w["depths"]
+    k = f"k={ks[0]}" if len(ks) == 1 else f"k={min(ks)}..{max(ks)}"
+    T = "/".join(f"{t:g}" for t in w["temperatures"])
+    return f"{w['prompts']} prompts × {w['max_new_tokens']} new tokens, {k}, T={T}, seed {w['seed']}"
+
+
+def record_workload(n_prompts: int, max_new_tokens: int, depths, temperatures=(0.0,), seed: int = 0):
+    """Print and record what a notebook's numbers were measured on, so every report states its
+    workload next to its numbers (a tau measured on 8 x 32 differs from one on 16 x 64)."""
+    w = {"prompts": int(n_prompts), "max_new_tokens": int(max_new_tokens),
+         "depths": [int(k) for k in depths], "temperatures": [float(t) for t in temperatures],
+         "seed": int(seed)}
+    print(f"workload: {workload_text(w)}")
+    record("workload", w)
 
 
 def records(nb) -> dict:
@@ -113,7 +150,13 @@ def resolve_params(params: dict | None, cwd: Path | None = None) -> dict:
 
 
 # -- phase 2: execution ------------------------------------------------------------------------------
-def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: int = 900):
+# The kernel's own start-up warnings (e.g. "Kernel is running over TCP without encryption": the
+# kernel only listens on 127.0.0.1) are noise for a report run; `verbose` keeps them.
+QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
+
+
+def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: int = 900,
+            verbose: bool = False):
     """Run one notebook with papermill. Returns (seconds, error message or None)."""
     import papermill as pm
     env_path = os.environ.get("PYTHONPATH", "")
@@ -121,7 +164,8 @@ def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: 
     t0 = time.perf_counter()
     try:
         pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
-                            progress_bar=progress, execution_timeout=timeout)
+                            progress_bar=progress, execution_timeout=timeout,
+                            extra_arguments=[] if verbose else QUIET_KERNEL)
         error = None
     except pm.PapermillExecutionError as e:
         error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
@@ -211,38 +255,25 @@ def notebook_title(nb) -> tuple[str, str]:
     return "", ""
 
 
-# -- phase 4: index ------------------------------------------------------------------------------------
-_INDEX_CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#263238}
-table{border-collapse:collapse}td,th{border:1px solid #cfd8dc;padding:4px 8px;vertical-align:top}
-.error{color:#c62828}.ok{color:#2e7d32}code{font-size:90%}"""
+# -- phase 4: index (index_page.py) ---------------------------------------------------------------------
+def index_figures(nb) -> list[str]:
+    """Base64 PNGs output by cells tagged `index-figure` (shown on the index page)."""
+    return [o["data"]["image/png"] for c in nb.cells if "index-figure" in c.metadata.get("tags", [])
+            for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
 
 
-def write_index(out_dir: Path, rows: list[dict], params: dict, total_s: float) -> Path:
-    """index.html: one row per notebook (title, goal, status, execution time, recorded results)."""
-    trs = []
-    for r in rows:
-        status = "ok" if r["error"] is None else f"error: {r['error']}"
-        rec = "<br>".join(f"<code>{html.escape(k)}</code> = {html.escape(json.dumps(v, default=str))}"
-                          for k, v in r["records"].items())
-        trs.append(f"<tr><td><a href='{html.escape(r['html'])}'>{html.escape(r['title'] or r['name'])}"
-                   f"</a><br><small>{html.escape(r['goal'])}</small></td>"
-                   f"<td class='{'ok' if r['error'] is None else 'error'}'>{html.escape(status)}</td>"
-                   f"<td>{r['seconds']:.1f} s</td><td><a href='{html.escape(r['ipynb'])}'>ipynb</a></td>"
-                   f"<td>{rec}</td></tr>")
-    ptxt = html.escape(json.dumps(params, default=str)) if params else "notebook defaults (the shipped pair)"
-    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>eagle_nb reports</title>"
-            f"<style>{_INDEX_CSS}</style></head><body><h1>eagle_nb investigation reports</h1>"
-            f"<p>Built {time.strftime('%Y-%m-%d %H:%M:%S')}; total execution {total_s:.1f} s. "
-            f"Parameters: <code>{ptxt}</code></p>"
-            "<table><tr><th>notebook</th><th>status</th><th>execution time</th><th>executed</th>"
-            f"<th>recorded results</th></tr>{''.join(trs)}</table></body></html>")
-    path = out_dir / "index.html"
-    path.write_text(page, encoding="utf-8")
-    return path
+def notebook_params(src: Path, params: dict) -> dict:
+    """The parameters one notebook gets: `precompute_report=True` (the report-only panels) when
+    the notebook declares it and the caller did not set it."""
+    import nbformat
+    nb = nbformat.read(src, as_version=4)
+    declared = any("parameters" in c.metadata.get("tags", []) and
+                   re.search(r"^precompute_report\s*=", c.source, re.M) for c in nb.cells)
+    return {"precompute_report": True, **params} if declared else dict(params)
 
 
 def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
-                  progress: bool = True) -> Path:
+                  progress: bool = True, verbose: bool = False) -> Path:
     """Execute the notebooks, write `<stem>.ipynb` (executed) and `<stem>.html` per notebook plus
     `index.html` and `results.json` into `out_dir`. Returns the index path. Raises ReportError
     (after writing everything) if any notebook failed."""
@@ -259,7 +290,8 @@ def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
         if progress:
             print(f"[{n}/{len(srcs)}] executing {src.name}", flush=True)
         dst = out / src.name
-        seconds, error = execute(src, dst, params, progress=progress)
+        seconds, error = execute(src, dst, notebook_params(src, params), progress=progress,
+                                 verbose=verbose)
         nb = nbformat.read(dst if dst.exists() else src, as_version=4)
         title, goal = notebook_title(nb)
         page = to_html(nb) if dst.exists() else \
@@ -267,7 +299,7 @@ def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
         (out / f"{src.stem}.html").write_text(page, encoding="utf-8")
         rows.append({"name": src.stem, "title": title, "goal": goal, "seconds": seconds,
                      "error": error, "html": f"{src.stem}.html", "ipynb": src.name,
-                     "records": records(nb)})
+                     "records": records(nb), "figures": index_figures(nb) if dst.exists() else []})
         if progress:
             print(f"[{n}/{len(srcs)}] {src.stem}: {'ok' if error is None else error} "
                   f"in {seconds:.1f} s", flush=True)

@@ -67,6 +67,9 @@ class Pair:
             raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
         prompts = tuple(check_prompts(prompts))
         key = (prompts, setting, check_reference, truncate_prompt)
+        checked = (prompts, setting, True, truncate_prompt)
+        if not check_reference and checked in self._cache:
+            return self._cache[checked]          # same run, with the reference check as well
         if key not in self._cache:
             self._cache[key] = self._run(prompts, setting, check_reference, progress, truncate_prompt)
         return self._cache[key]

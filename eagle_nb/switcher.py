@@ -36,6 +36,7 @@ _CSS = """
 .enb-switcher .enb-current{color:#455a64;font-size:90%}
 .enb-switcher .enb-state[hidden]{display:none !important}
 .enb-switcher img{max-width:100%}
+.enb-switcher pre{white-space:pre;overflow-x:auto;word-break:normal;overflow-wrap:normal}
 .enb-switcher table{border-collapse:collapse;font-size:85%}
 .enb-switcher td,.enb-switcher th{border:1px solid #eceff1;padding:2px 6px}
 """
@@ -107,7 +108,8 @@ class StaticSwitcher:
             f'{"" if k == self.default else " hidden"}>{frag}</div>' for k, frag in self.states.items())
         note = f'<div class="enb-note">{self.note}</div>' if self.note else ""
         current = ", ".join(f"{n}={v}" for n, v in zip(self.controls, self.default))
-        return (f'<div class="enb-switcher" id="{self.id}" data-shown="{html.escape(self.key(self.default))}">'
+        return (f'<a id="precomputed-panel"></a>'
+                f'<div class="enb-switcher" id="{self.id}" data-shown="{html.escape(self.key(self.default))}">'
                 f"<style>{_CSS}</style><div class='enb-title'>{html.escape(self.title)}</div>{note}"
                 f"<div class='enb-controls'>{''.join(sel)}"
                 '<span><button type="button" data-step="-1">&#9664; prev</button> '
@@ -124,8 +126,23 @@ class StaticSwitcher:
                 f"</title></head><body>{self.html()}</body></html>")
 
 
-def _state_html(fig, table, lines, notes=()) -> str:
-    img = f'<img alt="acceptance plot" src="{plots.figure_to_data_uri(fig)}"/>'
+class not_precomputed:
+    """What a notebook shows instead of a precomputed panel when it runs with a live kernel (the
+    panel is built only for the HTML report, `precompute_report=True`)."""
+
+    def __init__(self, instead: str = "the live panel above"):
+        self.text = (f"Precomputed panel not built here (it is for the HTML report: `eagle-nb report` "
+                     f"sets precompute_report=True); use {instead}.")
+
+    def _repr_html_(self) -> str:
+        return f"<p><i>{html.escape(self.text)}</i></p>"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _state_html(fig, table, lines, notes=(), alt: str = "acceptance plot") -> str:
+    img = f'<img alt="{html.escape(alt)}" src="{plots.figure_to_data_uri(fig)}"/>'
     note = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
     pre = html.escape("\n".join(lines))
     return f"{img}{table.to_html(border=0)}<pre>{pre}</pre>" + (f"<ul>{note}</ul>" if note else "")
@@ -149,7 +166,8 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
         shown = {HEALTHY: base} if f == HEALTHY else {HEALTHY: base, f: r}
         fig = plots.plot_acceptance(shown, title=f"{f}, k={k}, T={T:g}")
         lines = [f"{n}: {line}" for n, line in plots.log_lines(shown)["SGLang (len/(k+1))"].items()]
-        states[(f, k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines, r.notes)
+        states[(f, k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines, r.notes,
+                                     alt=f"{f}, k={k}, T={T:g}")
     s0 = runs[0].setting
     sw = StaticSwitcher("Precomputed ablations (switch in the page; no kernel needed)",
                         {"fault": labels, "depth": depths}, states,
@@ -171,9 +189,13 @@ def depth_switcher(sweep, default=None) -> StaticSwitcher:
         summary.update({f"{n}, T={T:g}, k={k}": r.metrics.accept_length for n, r in shown.items()})
         fig = plots.plot_acceptance(shown, title=f"k={k}, T={T:g}")
         lines = [f"{n}: {line}" for n, line in plots.log_lines(shown)["vLLM"].items()]
-        states[(f"{T:g}", k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines)
+        states[(f"{T:g}", k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines,
+                                            alt=f"k={k}, T={T:g}")
+    r0 = next(iter(sweep))
     sw = StaticSwitcher("Per-position acceptance by temperature and depth (precomputed)",
                         {"temperature": [f"{T:g}" for T in temps], "depth": depths}, states,
-                        default=default or (f"{temps[0]:g}", depths[min(3, len(depths) - 1)]))
+                        default=default or (f"{temps[0]:g}", depths[min(3, len(depths) - 1)]),
+                        note=f"{len(r0.prompts)} prompts, {r0.setting.max_new_tokens} new tokens each, "
+                             f"seed {r0.setting.seed}.")
     sw.summary = summary
     return sw

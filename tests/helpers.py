@@ -189,3 +189,87 @@ class FakePair:
     def sweep(self, prompts, settings, *, progress=True):
         from eagle_nb.results import Sweep
         return Sweep(self.run(prompts, s) for s in settings)
+
+
+# -- figure legibility -------------------------------------------------------------------------------
+def shown_texts(fig, shown_width_px=None, dpi=None):
+    """[(text, size in pt as shown, window extent)] of every visible, non-empty text of a figure.
+
+    The figure is saved as a PNG at `dpi` pixels per inch (plots.DPI) and shown at its natural
+    size, or scaled down to `shown_width_px` CSS pixels (plots.SHOWN_WIDTH_PX) if wider; one CSS
+    pixel is 0.75 pt. So a text of `s` pt appears at s * dpi/96 * min(1, shown / natural) pt."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    from eagle_nb import plots
+    dpi = dpi or plots.DPI
+    shown_width_px = shown_width_px or plots.SHOWN_WIDTH_PX
+    fig.set_dpi(dpi)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    natural = fig.get_figwidth() * dpi
+    scale = min(1.0, shown_width_px / natural)
+    out = []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip() or t.figure is None:
+            continue
+        out.append((t.get_text(), t.get_fontsize() * dpi / 96 * scale, t.get_window_extent(renderer)))
+    return out
+
+
+def legibility_problems(fig, min_pt: float = 7.0) -> list[str]:
+    """What makes a figure hard to read: text smaller than `min_pt` as shown, text cut by the
+    figure's edge, and non-tick texts printed over one another."""
+    from matplotlib.transforms import Bbox
+    texts = shown_texts(fig)
+    W, H = fig.bbox.width, fig.bbox.height
+    probs = [f"{s!r} shown at {pt:.1f} pt < {min_pt} pt" for s, pt, _ in texts if pt < min_pt - 1e-6]
+    ticks = {id(t) for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()}
+    from matplotlib.text import Text
+    objs = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.figure]
+    drawn = []
+    for t, (s, _, bb) in zip(objs, texts):
+        inside = bb.x0 >= -1 and bb.y0 >= -1 and bb.x1 <= W + 1 and bb.y1 <= H + 1
+        if id(t) in ticks and not inside:
+            continue                      # a tick label matplotlib does not draw (outside the view)
+        if not inside:
+            probs.append(f"{s!r} cut by the figure edge ({bb.x0:.0f},{bb.y0:.0f})-({bb.x1:.0f},{bb.y1:.0f}) "
+                         f"in {W:.0f}x{H:.0f}")
+        drawn.append((s, bb, id(t) in ticks))
+    for i, (s, bb, tick) in enumerate(drawn):
+        for s2, bb2, tick2 in drawn[:i]:
+            if tick and tick2:
+                continue                  # tick labels of one axis: matplotlib spaces them
+            inter = Bbox.intersection(bb, bb2)
+            if inter is not None and inter.width > 2 and inter.height > 2:
+                probs.append(f"{s!r} printed over {s2!r}")
+    return probs
+
+
+# -- Playwright on the system Chromium (no browser download) -------------------------------------------
+def playwright_missing() -> str | None:
+    """Why the Playwright tests cannot run here, or None."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright not installed (pip install playwright; no browser download needed)"
+    return None if find_chromium() else "chromium not installed (Debian: apt-get install chromium)"
+
+
+def needs_playwright():
+    import pytest
+    return pytest.mark.skipif(playwright_missing() is not None, reason=str(playwright_missing()))
+
+
+def launch_chromium(pw):
+    """Headless system Chromium driven by Playwright, with the kit's offline flags."""
+    return pw.chromium.launch(executable_path=find_chromium(), headless=True,
+                              args=[f for f in CHROMIUM_FLAGS if f != "--headless"])
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

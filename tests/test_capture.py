@@ -16,7 +16,7 @@ from torch import nn
 from eagle_nb.capture import (
     CONVENTIONS, capture, eagle3_layers, engine_style_layers, find_decoder_layers,
     from_hf, sglang_capture_ids, to_hf)
-from helpers import hook_count
+from helpers import hook_count, tiny_llama
 
 H, V, L = 32, 128, 7     # hidden size, vocab size, decoder layers of every tiny target
 MAX_TEXT_ID = V - 8      # text ids are drawn below this; multimodal special tokens live above it
@@ -438,3 +438,15 @@ def test_table():
     assert (df["frac_nonfinite"] == 0).all()
     assert df["mean_norm"].iloc[0] == pytest.approx(float(states[2].norm(dim=-1).mean()))
     assert (df["max_norm"] >= df["mean_norm"]).all()
+
+
+def test_state_table_layer_ids_stay_integers():
+    """The id columns hold ints (never 2.0 or NaN); the fused row, which has no id, shows a dash."""
+    model = tiny_llama(num_layers=4)
+    with torch.no_grad(), capture(model, [1, 2, 4]) as states:
+        model(input_ids=torch.tensor([[1, 2, 3]]))
+    df = states.table()
+    for col in ("id_hf", "id_sglang-config"):
+        assert [type(v) for v in df[col][:3]] == [int, int, int] and df[col].iloc[3] == "—"
+    assert list(df["id_sglang-config"][:3]) == [0, 1, 3]
+    assert "nan" not in df.to_string().lower() and ".0 " not in df.to_string()

@@ -1,5 +1,6 @@
 """The `eagle-nb` CLI on the shipped pair: capture and speculate print the documented JSON."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -73,3 +74,58 @@ def test_unknown_ablation_is_refused():
     """A misspelt --ablate name exits non-zero and lists the known names."""
     rc, _, err = run_cli("speculate", "--prompt", "x", "--ablate", "fc-bypas")
     assert rc != 0 and "fc-bypass" in err
+
+
+def _help(capsys, *args) -> str:
+    from eagle_nb.cli import main
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--help"])
+    assert e.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_explains_every_command_and_option(capsys):
+    """The top-level help has a description and examples; every command's help has its purpose,
+    examples, and help text for every option, with defaults shown; --ablate lists every fault of
+    the registry; --max-new-tokens defaults to the notebooks' 32."""
+    import re
+
+    from eagle_nb.faults import FAULTS
+    top = _help(capsys)
+    assert "find out why an EAGLE-3 drafter" in top and "examples:" in top
+    for cmd in ("capture", "inspect", "convert", "speculate", "report"):
+        text = _help(capsys, cmd)
+        assert "examples:" in text and f"eagle-nb {cmd} " in text, cmd
+        body = text.split("options:")[1].split("examples:")[0]
+        for flag in set(re.findall(r"\[(--[a-z-]+)", text.split("\n\n")[0])):
+            line = re.search(rf"^  (?:-\w, )?{flag}\b.*(?:\n {{20,}}.*)*", body, re.M)
+            words = re.sub(rf"^  (?:-\w, )?{flag}( [A-Z_]+)?", "", line.group(0)).split()
+            assert len(words) >= 3, (cmd, flag, line.group(0))      # a real help text
+    spec = " ".join(_help(capsys, "speculate").split())
+    assert all(f.name in spec for f in FAULTS)
+    assert "new tokens generated per prompt (default: 32)" in spec and "(default: 4)" in spec
+
+
+def test_convert_prints_what_it_renamed_and_translated(tmp_path):
+    """convert names the renamed tensors, the layer ids before and after (translated between
+    conventions) and the d2t verdict; it writes model.safetensors 0644 (umask 022); quiet by
+    default (no loading bars)."""
+    from eagle_nb.targets import SHIPPED_DRAFTER_SPECULATORS
+    os.umask(0o022)
+    rc, out, err = run_cli("convert", str(SHIPPED_DRAFTER_SPECULATORS), str(tmp_path / "d"), "--to", "sglang")
+    assert rc == 0, err
+    assert "format speculators -> sglang;" in out and "tensors renamed" in out
+    assert "layers.0.mlp.up_proj.weight -> midlayer.mlp.up_proj.weight" in out or "more (--verbose" in out
+    assert "layer ids: [2, 4, 5] at top level (HF ids) -> [1, 3, 4] in eagle_config" in out
+    assert "d2t: offsets (ok) -> offsets (ok)" in out
+    assert oct((tmp_path / "d" / "model.safetensors").stat().st_mode & 0o777) == "0o644"
+    assert "Loading weights" not in err
+
+
+def test_speculate_prints_speedup_and_is_quiet():
+    """speculate ends with the measured speedup over target-only greedy decoding; no library
+    progress bars on stderr unless --verbose."""
+    rc, out, err = run_cli("speculate", "--prompt", "def f(x):", "--max-new-tokens", "8")
+    assert rc == 0, err
+    assert re.search(r"^speedup: \d+\.\d\dx over target-only greedy decoding", out, re.M), out
+    assert "Loading weights" not in err, err

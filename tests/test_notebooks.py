@@ -179,9 +179,63 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
     assert len(re.findall(r'<div class="enb-state"', html)) == 2 * 8
 
 
+def test_index_tells_the_fault_story(built):
+    """The index embeds the fault-cost figure, links every precomputed 03 state by its fragment,
+    states each notebook's workload, and shows no float with more than 4 decimals; 03 measured
+    every registered fault."""
+    from test_report import long_floats
+    page = built[1].read_text()
+    assert "alt='which fault costs how much' src='data:image/png;base64," in page
+    for f in ("healthy",) + tuple(f.name for f in FAULTS):
+        for k in (2, 4, 6):
+            assert f"03_fc_bypass_ablation.html#fault={f.replace('+', '%2B')}&amp;depth={k}'" in page
+    assert page.count("prompts × 32 new tokens") >= len(NOTEBOOKS)
+    assert long_floats(page) == []
+    cost = rec(built, "03_fc_bypass_ablation")["fault_cost_tau"]
+    assert set(cost) == {"healthy"} | {f.name for f in FAULTS}
+    assert all(cost[f] < cost["healthy"] for f in cost if f != "healthy"), cost
+
+
+def test_reports_show_log_lines_whole_and_layer_ids_as_ints(built):
+    """The vLLM log line appears whole in 03 (not cut by pandas), and 02's state table shows layer
+    ids as integers (no 2.0, no NaN)."""
+    html03 = html_of(built, "03_fc_bypass_ablation")
+    assert re.search(r"SpecDecoding metrics: Mean acceptance length: \d\.\d\d", html03)
+    assert "..." not in re.sub(r"<[^>]+>", "", html03.split("SpecDecoding metrics")[1])[:200]
+    html02 = html_of(built, "02_hidden_state_shapes")
+    ids = re.findall(r"layers\.(\d+)\.input</td>\s*<td>([^<]*)</td>\s*<td>([^<]*)</td>", html02)
+    assert ids and all(hf == k and re.fullmatch(r"-?\d+", sg) for k, hf, sg in ids), ids
+    assert re.search(r"fused</td>\s*<td>—</td>\s*<td>—</td>", html02) and ">NaN<" not in html02
+
+
 # -- the rendered report in a real browser -------------------------------------------------------------
 import helpers  # noqa: E402
-from helpers import needs_chromium, shown_states  # noqa: E402
+from helpers import needs_chromium, needs_playwright, shown_states  # noqa: E402
+
+
+@needs_playwright()
+def test_03_report_precomputed_controls_in_a_browser(built):
+    """Playwright on the rendered 03 report: choosing a fault and a depth in the <select>s shows
+    that state only, its text (log lines) and its image (alt) naming the new setting."""
+    from playwright.sync_api import sync_playwright
+    uri = (built[0] / "03_fc_bypass_ablation.html").as_uri()
+    with sync_playwright() as pw:
+        browser = helpers.launch_chromium(pw)
+        try:
+            page = browser.new_page()
+            page.goto(uri)
+            visible = page.locator(".enb-state:visible")
+            assert visible.count() == 1 and visible.locator("img").get_attribute("alt") == "fc-bypass, k=4, T=0"
+            page.select_option("select[data-control='fault']", "d2t-absolute")
+            page.select_option("select[data-control='depth']", "6")
+            assert visible.count() == 1
+            assert visible.locator("img").get_attribute("alt") == "d2t-absolute, k=6, T=0"
+            assert "d2t-absolute: accept len" in visible.locator("pre").inner_text()
+            assert page.locator(".enb-current").inner_text() == "showing fault=d2t-absolute, depth=6"
+            page.goto(uri + "#fault=layer-ids%2B1&depth=2")
+            assert page.locator(".enb-state:visible img").get_attribute("alt") == "layer-ids+1, k=2, T=0"
+        finally:
+            browser.close()
 
 
 @needs_chromium

@@ -20,6 +20,7 @@ from eagle_nb.metrics import from_stats, sglang_log_line
 from eagle_nb.results import RunResult
 from eagle_nb.setting import Setting
 from eagle_nb.speculate import SpecStats, VerifyStep
+import helpers
 from helpers import tiny_drafter, tiny_llama
 
 matplotlib.use("Agg")
@@ -51,7 +52,7 @@ def test_plot_acceptance_one_series_per_setting(pyplot_figures):
     fig = plots.plot_acceptance(res, title="t")
     assert isinstance(fig, Figure)
     a, b, c = fig.axes[:3]
-    labels = [t.get_text() for t in a.get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels == ["healthy (τ=4.25)", "fc-bypass (τ=1.25)"]
     heights = [p.get_height() for p in a.patches]
     m = res["healthy"].metrics
@@ -222,3 +223,99 @@ def test_n_alpha_points_need_enough_support():
     fig = plots.plot_acceptance({"a": fake_result([0] * 10 + [4], 4)})   # positions 1..3 reached once
     line = fig.axes[1].lines[0]
     assert list(line.get_xdata()) == [1] and list(line.get_ydata()) == [pytest.approx(1 / 11)]
+
+
+# -- legibility: every figure at the size it is shown -------------------------------------------------
+def _results():
+    res = {"healthy": fake_result([4, 3, 4, 2, 4, 4, 1, 4]),
+           "fc-bypass": fake_result([0, 0, 1, 0, 0, 2, 0, 0])}
+    for f in ("d2t-absolute", "wrapper-capture", "layers0-keys-dropped", "layer-ids+1", "layer-ids-1"):
+        res[f] = fake_result([1, 0, 2, 0, 3, 1, 0, 0])
+    return res
+
+
+def _curves():
+    return {f"{n}, T={T:g}": {k: fake_result([min(k, a) for a in (4, 3, 4, 2, 1, 4)], depth=k,
+                                             temperature=T) for k in range(1, 9)}
+            for n in ("healthy", "fc-bypass") for T in (0.0, 1.0)}
+
+
+def _trace_result():
+    depth = 8
+    toks = ["assertEqual", "self", "(", "$x", "\n    ", "return", "None", ")", "def"]
+    steps = [VerifyStep(a, draft_tokens=list(range(depth)), target_tokens=list(range(depth + 1)))
+             for a in (8, 2, 0, 5, 8, 1, 3, 0, 7, 4, 8, 2)]
+    st = SpecStats(depth, 0.0, 5, tokens=list(range(60)), steps=steps, total_s=1.0)
+    r = RunResult(Setting(depth=depth), ["p"], ["o"], [st], from_stats([st]))
+
+    class Tok:
+        def decode(self, ids):
+            return toks[ids[0]] * (3 if ids[0] == 0 else 1)      # one very long token
+
+        def convert_ids_to_tokens(self, i):
+            return toks[i]
+    return r, Tok()
+
+
+def _figures():
+    res, curves = _results(), _curves()
+    r, tok = _trace_result()
+    L = 8
+    model = tiny_llama(num_layers=L)
+    with torch.no_grad(), capture(model, range(L + 1)) as states:
+        model(input_ids=torch.tensor([[1, 2, 3, 4]]))
+    d2t = torch.arange(64) * 3
+    return {
+        "acceptance": plots.plot_acceptance({k: res[k] for k in ("healthy", "fc-bypass")}, title="t"),
+        "acceptance, seven settings": plots.plot_acceptance(res, title="every fault, k=8, T=0"),
+        "tau vs depth": plots.plot_tau_vs_depth(curves),
+        "depth overview": plots.plot_depth_overview(
+            {k: v for k, v in curves.items() if k.endswith("T=1")},
+            {"healthy": res["healthy"], "fc-bypass": res["fc-bypass"]}, 4),
+        "fault cost": plots.plot_fault_cost(res, title="which fault costs how much, k=8"),
+        "per position": plots.plot_per_position(res),
+        "trace": plots.plot_trace(r, tok, max_steps=12),
+        "layer norms": model_plots.plot_layer_norms(states, highlight=[2, 4, 5]),
+        "d2t": model_plots.plot_d2t_offsets(d2t, vocab_size=256, verdict="offsets (ok)"),
+    }
+
+
+def test_every_figure_is_legible_at_its_shown_size():
+    """Every text of every figure is >= 7 pt at the size the figure is shown (PNG at plots.DPI,
+    scaled to plots.SHOWN_WIDTH_PX when wider), inside the figure, and not printed over another."""
+    problems = {name: helpers.legibility_problems(fig) for name, fig in _figures().items()}
+    assert {n: p for n, p in problems.items() if p} == {}
+
+
+def test_legibility_check_catches_small_cut_and_overprinted_text():
+    """The check itself fails on a 6 pt legend, a label past the edge and two texts on one spot."""
+    fig = plots.new_figure((4, 3))
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], label="tiny legend")
+    ax.legend(fontsize=6)
+    ax.text(0.5, 0.5, "one label", fontsize=9)
+    ax.text(0.5, 0.5, "another label", fontsize=9)
+    fig.text(0.95, 0.5, "cut at the right edge", fontsize=9)
+    probs = " | ".join(helpers.legibility_problems(fig))
+    assert "'tiny legend' shown at 6.0 pt" in probs
+    assert "cut by the figure edge" in probs and "'another label' printed over 'one label'" in probs
+
+
+def test_one_palette_and_one_position_axis():
+    """Healthy has one colour in every figure, each fault its own; published curves are grey and
+    dashed, labelled with their conditions; n-alpha x axes count draft positions from 1."""
+    res, curves = _results(), _curves()
+    assert len({plots.color(n) for n in res}) == len(res)
+    acc = plots.plot_acceptance({k: res[k] for k in ("healthy", "fc-bypass")})
+    tvd = plots.plot_tau_vs_depth(curves)
+    bar_colors = {matplotlib.colors.to_hex(p.get_facecolor()) for p in acc.axes[0].patches}
+    assert bar_colors == {plots.HEALTHY_COLOR, plots.FAULT_COLORS["fc-bypass"]}
+    lines = {ln.get_label(): ln for ln in tvd.axes[0].lines}
+    assert lines["healthy, T=0"].get_color() == lines["healthy, T=1"].get_color() == plots.HEALTHY_COLOR
+    assert lines["healthy, T=1"].get_linestyle() == "--"
+    refs = [ln for lab, ln in lines.items() if lab.startswith("published:")]
+    assert refs and all(ln.get_color() == plots.REFERENCE_STYLE["color"] and "T=0" in ln.get_label()
+                        for ln in refs)
+    for ax in (acc.axes[1], tvd.axes[1]):
+        xs = [x for ln in ax.lines for x in ln.get_xdata()]
+        assert min(xs) == 1 and "draft position" in ax.get_xlabel()

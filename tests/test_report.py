@@ -97,13 +97,16 @@ def test_records_read_back_from_outputs():
     assert report.records(nb) == {"a": 1, "b": [2]}
 
 
-def test_build_reports_injects_params_and_writes_index(tmp_path):
+def test_build_reports_injects_params_and_writes_index(tmp_path, capfd):
     """A notebook executes with the injected parameter, its recorded value lands in results.json,
-    and index.html links the report with its execution time."""
+    and index.html links the report with its execution time; the kernel's start-up warnings are
+    not printed."""
     src = tmp_path / "nb" / "01_tiny.ipynb"
     src.parent.mkdir()
     nbformat.write(tiny_notebook(), src)
     index = report.build_reports(tmp_path / "out", params={"x": "21"}, notebooks=[str(src)], progress=False)
+    err = capfd.readouterr().err
+    assert "WARNING" not in err and "encryption" not in err, err
     res = json.loads((tmp_path / "out" / "results.json").read_text())
     assert res["notebooks"]["01_tiny"]["records"] == {"double": 42}
     assert res["notebooks"]["01_tiny"]["error"] is None and res["params"] == {"x": 21}
@@ -121,3 +124,62 @@ def test_build_reports_failure_is_reported_after_writing(tmp_path):
         report.build_reports(tmp_path / "out", notebooks=[str(src)], progress=False)
     assert (tmp_path / "out" / "02_bad.html").exists()
     assert "error: RuntimeError: boom" in (tmp_path / "out" / "index.html").read_text()
+
+
+def long_floats(page: str) -> list[str]:
+    """Numbers in the page text with more than 4 decimals (raw floats)."""
+    import re
+    text = re.sub(r"<[^>]+>|data:image/png;base64,[A-Za-z0-9+/=]+", " ", page)
+    return re.findall(r"\d+\.\d{5,}", text)
+
+
+def test_index_tells_the_fault_story_with_rounded_numbers_and_state_links(tmp_path):
+    """The index shows the fault-cost figure, a tau table whose cells link to the precomputed
+    states (URL fragments), every workload, goals rendered from markdown, and no float with more
+    than 4 decimals; the check itself catches a raw float."""
+    from eagle_nb import index_page
+    rec03 = {"workload": {"prompts": 8, "max_new_tokens": 32, "depths": [4], "temperatures": [0.0], "seed": 0},
+             "tau": {"healthy": 2.7234567891234567, "fc-bypass": 1.7012345678901234},
+             "precomputed_tau": {"healthy, k=2": 2.1234567, "healthy, k=4": 2.7234567,
+                                 "layer-ids+1, k=2": 1.9876543, "layer-ids+1, k=4": 2.4567891},
+             "flags": {"ok": True}}
+    rec04 = {"tau_vs_depth": {"healthy, T=0": {"1": 1.812345678, "2": 2.3456789}},
+             "workload": {"prompts": 8, "max_new_tokens": 32, "depths": [1, 2], "temperatures": [0.0, 1.0],
+                          "seed": 0}}
+    rows = [{"name": "03_fc_bypass_ablation", "title": "03 · ablation", "goal": "what does `fc` do? **bold**",
+             "seconds": 12.34, "error": None, "html": "03_fc_bypass_ablation.html",
+             "ipynb": "03_fc_bypass_ablation.ipynb", "records": rec03, "figures": [PNG]},
+            {"name": "04_acceptance_vs_depth", "title": "04", "goal": "depth", "seconds": 3.0,
+             "error": None, "html": "04_acceptance_vs_depth.html", "ipynb": "04.ipynb", "records": rec04}]
+    page = index_page.write_index(tmp_path, rows, {"n_prompts": 8, "x": 0.123456789}, 15.5).read_text()
+    assert long_floats(page) == [] and long_floats("<td>2.7234567891</td>") == ["2.7234567891"]
+    assert f"src='data:image/png;base64,{PNG}'" in page and "Which fault costs how much" in page
+    assert "href='03_fc_bypass_ablation.html#fault=layer-ids%2B1&amp;depth=4'>2.46</a>" in page
+    assert page.count("8 prompts × 32 new tokens, k=4, T=0, seed 0") == 2      # story + row
+    assert "8 prompts × 32 new tokens, k=1..2, T=0/1, seed 0" in page
+    assert "<code>fc</code>" in page and "<b>bold</b>" in page and "`" not in page
+    assert "<td class='num'>2.723</td>" in page and "<td class='num'>yes</td>" in page
+    assert report.external_urls(page) == []
+
+
+def test_record_display_rounds_and_never_cuts(capsys):
+    """A record's visible text rounds floats; a long one says where it is kept instead of cutting it."""
+    from unittest import mock
+    shown = []
+    with mock.patch("IPython.display.display", lambda d, raw: shown.append(d["text/plain"])):
+        report.record("tau", {"healthy": 3.0412345678})
+        report.record("big", {f"k{i}": 1.23456789 for i in range(40)})
+    assert shown[0] == 'recorded tau = {"healthy": 3.041}'
+    assert shown[1] == "recorded big = 40 entries (results.json, index.html)"
+
+
+def test_precompute_report_is_set_only_where_declared(tmp_path):
+    """Notebooks declaring `precompute_report` get True from build_reports (unless given); others
+    get nothing extra."""
+    nb = tiny_notebook()
+    nb.cells[1].source += "\nprecompute_report = False"
+    nbformat.write(nb, tmp_path / "a.ipynb")
+    nbformat.write(tiny_notebook(), tmp_path / "b.ipynb")
+    assert report.notebook_params(tmp_path / "a.ipynb", {"x": 2}) == {"precompute_report": True, "x": 2}
+    assert report.notebook_params(tmp_path / "a.ipynb", {"precompute_report": False}) == {"precompute_report": False}
+    assert report.notebook_params(tmp_path / "b.ipynb", {"x": 2}) == {"x": 2}
