@@ -96,6 +96,11 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
             return text
         return f"{text} (default: %(default)s)"
 
+    def _split_lines(self, text, width):
+        """Wrap option help without breaking inside hyphenated names (fault names, flags)."""
+        import textwrap
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
 
 def _help(action) -> str | None:
     text = OPTIONS.get(action.dest)

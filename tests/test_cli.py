@@ -112,7 +112,9 @@ def test_convert_prints_what_it_renamed_and_translated(tmp_path):
     default (no loading bars)."""
     from eagle_nb.targets import SHIPPED_DRAFTER_SPECULATORS
     os.umask(0o022)
-    rc, out, err = run_cli("convert", str(SHIPPED_DRAFTER_SPECULATORS), str(tmp_path / "d"), "--to", "sglang")
+    from eagle_nb.targets import SHIPPED_TARGET
+    rc, out, err = run_cli("convert", str(SHIPPED_DRAFTER_SPECULATORS), str(tmp_path / "d"), "--to", "sglang",
+                           "--target", str(SHIPPED_TARGET))   # its embed_tokens is the target's
     assert rc == 0, err
     assert "format speculators -> sglang;" in out and "tensors renamed" in out
     assert "layers.0.mlp.up_proj.weight -> midlayer.mlp.up_proj.weight" in out or "more (--verbose" in out
