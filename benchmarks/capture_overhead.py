@@ -30,8 +30,11 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere, no install
-from eagle_nb.capture import capture, eagle3_layers, num_decoder_layers
-from eagle_nb.targets import SHIPPED_TARGET, load_target, pick_device
+from eagle_nb.model.capture import capture
+from eagle_nb.model.decoder import num_decoder_layers
+from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.model.targets import load_target, pick_device
+from eagle_nb.io.paths import SHIPPED_TARGET
 
 MODES = ("plain", "capture", "ohs")
 

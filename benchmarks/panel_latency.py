@@ -39,9 +39,9 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from eagle_nb import widgets
-    from eagle_nb.session import Pair, shipped_prompts
-    from eagle_nb.setting import grid
+    from eagle_nb.views import widgets
+    from eagle_nb.experiment.pair import Pair, shipped_prompts
+    from eagle_nb.experiment.setting import grid
     torch.set_num_threads(a.threads)
     pair = Pair()
     prompts = shipped_prompts(a.prompts)

@@ -11,13 +11,14 @@ import time
 
 import torch
 
-from eagle_nb.capture import eagle3_layers
-from eagle_nb.checkpoints import load_drafter
-from eagle_nb.recording import record
-from eagle_nb.replay import replay
-from eagle_nb.session import shipped_prompts
-from eagle_nb.speculate import generate
-from eagle_nb.targets import SHIPPED_DRAFTER, load_target
+from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.loop.recording import record
+from eagle_nb.loop.replay import replay
+from eagle_nb.experiment.pair import shipped_prompts
+from eagle_nb.loop.chain import generate
+from eagle_nb.model.targets import load_target
+from eagle_nb.io.paths import SHIPPED_DRAFTER
 
 
 def main() -> None:

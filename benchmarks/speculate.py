@@ -16,8 +16,8 @@ import platform
 
 import torch
 
-from eagle_nb.bench import decode_comparison, step_costs, tree_name
-from eagle_nb.session import Pair, shipped_prompts
+from eagle_nb.loop.bench import decode_comparison, step_costs, tree_name
+from eagle_nb.experiment.pair import Pair, shipped_prompts
 
 
 def main() -> None:

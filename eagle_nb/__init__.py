@@ -1,29 +1,61 @@
 """eagle_nb: see why an EAGLE-3 drafter fails in serving (capture, drafter, checkpoints, speculation).
 
-The names below are imported lazily so that `python -m eagle_nb.train` and the CLI start fast.
+The public façade: notebooks and users import from here. Names are imported lazily so that the
+CLI and `python -m eagle_nb.train` start fast.
+
+Subpackages, in the only order in which they may import each other (a module imports from its
+own subpackage or from one *above* it in this list, never below; `tests/test_layout.py` checks it):
+
+| subpackage     | what it holds |
+|----------------|---------------|
+| `io/`          | safe reading of user files, prompts, weight files, the target's parts, paths |
+| `model/`       | drafter/spec configs, hidden-state capture and layer conventions, the drafter, KV cache, targets |
+| `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate |
+| `loop/`        | chain and tree speculation, acceptance metrics, recordings and replay, timings |
+| `experiment/`  | `Setting`, the fault registry, the loaded `Pair`, results and sweeps |
+| `doctor/`      | static checks, observations, ranking, the doctor, the fault catalogue |
+| `engines/`     | real engines behind a process boundary, their logs and metrics |
+| `views/`       | every figure, table and panel (one palette) |
+| `report/`      | notebooks -> HTML reports |
+| `train/`       | rebuilding the shipped models |
+| `cli/`         | `eagle-nb`, one module per command |
+
+Where a new thing goes is written in `docs/architecture.md`.
 """
 from importlib import import_module
 
-# NOTE: `eagle_nb.capture` is both a module and its entry-point function. Binding the function here,
-# after the submodule is loaded, makes `eagle_nb.capture(model, ids)` the context manager.
-from .capture import capture  # noqa: E402
-from .doctor import doctor  # noqa: E402  (same trick: `eagle_nb.doctor(...)` is the function)
-
 _EXPORTS = {
-    "eagle3_layers": "capture", "to_hf": "capture", "from_hf": "capture",
-    "CapturedStates": "capture",
-    "Eagle3Drafter": "drafter", "DrafterConfig": "config", "SpecConfig": "config",
-    "load_drafter": "checkpoints", "save_drafter": "checkpoints", "inspect_checkpoint": "checkpoints",
-    "convert": "checkpoints", "load_target": "targets", "make_wrapper": "targets",
-    "generate": "speculate", "greedy_reference": "speculate", "SpecStats": "speculate",
-    "acceptance_metrics": "metrics", "Setting": "setting", "Pair": "session", "FAULTS": "faults",
-    "TargetParts": "target_parts", "read_text_config": "target_parts", "Recording": "recording",
-    "generate_tree": "tree",
+    "capture": "model.capture", "eagle3_layers": "model.capture", "to_hf": "model.capture",
+    "from_hf": "model.capture", "CapturedStates": "model.capture",
+    "Eagle3Drafter": "model.drafter", "DrafterConfig": "model.config", "SpecConfig": "model.config",
+    "load_target": "model.targets", "make_wrapper": "model.targets",
+    "load_drafter": "checkpoints.core", "save_drafter": "checkpoints.core",
+    "inspect_checkpoint": "checkpoints.core", "convert": "checkpoints.core",
+    "generate": "loop.chain", "greedy_reference": "loop.chain", "SpecStats": "loop.chain",
+    "generate_tree": "loop.tree", "acceptance_metrics": "loop.metrics", "Recording": "loop.recording",
+    "Setting": "experiment.setting", "Pair": "experiment.pair", "FAULTS": "experiment.faults",
+    "TargetParts": "io.target_parts", "read_text_config": "io.target_parts",
+    "diagnose": "doctor.run", "shipped_prompts": "experiment.pair", "grid": "experiment.setting",
+    "read_prompts": "io.prompts", "report_value": "report.values", "report_workload": "report.values",
+    "CONVENTIONS": "model.layers", "engine_style_layers": "model.decoder",
+    "find_decoder_layers": "model.decoder", "vllm_log_line": "loop.metrics",
+    "SHIPPED_TARGET": "io.paths", "SHIPPED_DRAFTER": "io.paths", "SHIPPED_DRAFTER_SPECULATORS": "io.paths",
+    "Report": "checkpoints.validate", "check_d2t_t2d": "checkpoints.validate",
+    "load_drafter_engine_style": "checkpoints.load",
 }
-__all__ = ["capture", *_EXPORTS]
+_RENAMED = {"diagnose": "doctor"}
+# Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).
+_MODULES = {
+    "plots": "views.plots", "model_plots": "views.model_plots", "doctor_plots": "views.doctor_plots",
+    "widgets": "views.widgets", "switcher": "views.switcher", "faults": "experiment.faults",
+    "catalogue": "doctor.catalogue", "engines": "engines", "engine_figures": "views.engine_figures",
+}
+__all__ = sorted([*_EXPORTS, *_MODULES])
 
 
 def __getattr__(name):
     if name in _EXPORTS:
-        return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+        return getattr(import_module(f"eagle_nb.{_EXPORTS[name]}"), _RENAMED.get(name, name))
+    if name in _MODULES:
+        return import_module(f"eagle_nb.{_MODULES[name]}")
     raise AttributeError(f"module 'eagle_nb' has no attribute {name!r}")

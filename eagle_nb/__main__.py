@@ -1,3 +1,3 @@
-from .cli import main
+from eagle_nb.cli.main import main
 
 main()

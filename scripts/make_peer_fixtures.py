@@ -184,8 +184,8 @@ def make_eagle(out: Path, peer: Path) -> None:
 def _eagle_nb_drafter(ht: int, ids, seed: int, embed=None, **flags):
     """A random eagle_nb drafter (H=32, target width `ht`); `embed`: the target's embedding,
     which the engines give a drafter whose file has none."""
-    from eagle_nb.config import DrafterConfig
-    from eagle_nb.drafter import Eagle3Drafter
+    from eagle_nb.model.config import DrafterConfig
+    from eagle_nb.model.drafter import Eagle3Drafter
     cfg = DrafterConfig(hidden_size=H, num_attention_heads=HEADS, num_key_value_heads=KV,
                         intermediate_size=I, vocab_size=V, draft_vocab_size=VD, target_hidden_size=ht,
                         rms_norm_eps=1e-5, aux_layer_ids=ids, **flags)
@@ -210,7 +210,7 @@ def make_eagle_reads_eagle_nb(out: Path, peer: Path) -> None:
     (EAGLE takes the target's embedding) and a wider target (the file carries embed_tokens)."""
     from safetensors.torch import load_file
 
-    from eagle_nb.checkpoints import save_drafter
+    from eagle_nb.checkpoints.save import save_drafter
     temb = load_file(str(out / "target" / "model.safetensors"))["model.embed_tokens.weight"].float()
     for name, ht, ids, seed in (("same_width", H, None, 5), ("wide_target", HT_WIDE, [2, 4, 5], 6)):
         dr = _eagle_nb_drafter(ht, ids, seed, temb if ht == H else None)
@@ -319,7 +319,7 @@ def make_specforge_reads_eagle_nb(out: Path, peer: Path) -> None:
     from specforge.export.checkpoint_io import materialize_draft
     from specforge.modeling.auto import AutoDraftModel, AutoDraftModelConfig
 
-    from eagle_nb.checkpoints import save_drafter
+    from eagle_nb.checkpoints.save import save_drafter
     temb = load_file(str(out / "target" / "model.safetensors"))["model.embed_tokens.weight"].float()
     for name, flags, seed in (("eagle3", {}, 9), ("eagle31_fc_norm_norm_output",
                                                    {"fc_norm": True, "norm_output": True}, 10)):

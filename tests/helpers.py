@@ -10,8 +10,8 @@ import inspect
 import torch
 import transformers as tf
 
-from eagle_nb.config import DrafterConfig
-from eagle_nb.drafter import Eagle3Drafter
+from eagle_nb.model.config import DrafterConfig
+from eagle_nb.model.drafter import Eagle3Drafter
 
 H, V, VD = 32, 128, 64       # drafter width, target vocab, draft vocab
 AUX_HF = [2, 4, 5]           # aux layer ids (HF hidden_states convention) for an 8-layer target
@@ -171,9 +171,9 @@ class FakePair:
         self.fail = set(fail)
 
     def run(self, prompts, setting=None, *, check_reference=False, progress=True):
-        from eagle_nb.metrics import from_stats
-        from eagle_nb.results import RunResult
-        from eagle_nb.speculate import SpecStats, VerifyStep
+        from eagle_nb.loop.metrics import from_stats
+        from eagle_nb.experiment.results import RunResult
+        from eagle_nb.loop.chain import SpecStats, VerifyStep
         s = setting
         self.calls.append(s)
         if self.fail & set(s.faults):
@@ -187,7 +187,7 @@ class FakePair:
                          notes=[f"{n}: note" for n in s.faults])
 
     def sweep(self, prompts, settings, *, progress=True):
-        from eagle_nb.results import Sweep
+        from eagle_nb.experiment.results import Sweep
         return Sweep(self.run(prompts, s) for s in settings)
 
 
@@ -201,7 +201,7 @@ def shown_texts(fig, shown_width_px=None, dpi=None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
-    from eagle_nb import plots
+    from eagle_nb.views import plots
     dpi = dpi or plots.DPI
     shown_width_px = shown_width_px or plots.SHOWN_WIDTH_PX
     fig.set_dpi(dpi)

@@ -9,6 +9,7 @@ subprocess with a timeout, so a hang fails a test instead of the suite.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -20,8 +21,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from eagle_nb.checkpoints import CheckpointError, convert, load_drafter, save_drafter
-from eagle_nb.targets import SHIPPED_TARGET
+from eagle_nb.io.weight_files import CheckpointError
+from eagle_nb.checkpoints.convert import convert
+from eagle_nb.checkpoints.save import save_drafter
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.io.paths import SHIPPED_TARGET
 from helpers import target_for, tiny_drafter, tiny_features
 
 REPO = Path(__file__).resolve().parents[1]
@@ -225,12 +229,12 @@ import json  # noqa: E402
 import math  # noqa: E402
 import signal  # noqa: E402
 
-from eagle_nb.config import ConfigError, DrafterConfig, SpecConfig  # noqa: E402
-from eagle_nb.files import UserFileError  # noqa: E402
-from eagle_nb.limits import ContextError  # noqa: E402
-from eagle_nb.params import ParamError  # noqa: E402
-from eagle_nb.prompts import PromptError, check_prompts, read_prompts  # noqa: E402
-from eagle_nb.targets import TargetError  # noqa: E402
+from eagle_nb.model.config import ConfigError, DrafterConfig, SpecConfig  # noqa: E402
+from eagle_nb.io.files import UserFileError  # noqa: E402
+from eagle_nb.model.limits import ContextError  # noqa: E402
+from eagle_nb.report.params import ParamError  # noqa: E402
+from eagle_nb.io.prompts import PromptError, check_prompts, read_prompts  # noqa: E402
+from eagle_nb.model.targets import TargetError  # noqa: E402
 
 
 class Ctx:
@@ -353,7 +357,7 @@ def _fifo(f, c):
 def _cli(*args):
     """In-process CLI: SystemExit(2) with the message on stderr becomes a CliError."""
     def run(c: Ctx):
-        from eagle_nb.cli import main
+        from eagle_nb.cli.main import main
         import contextlib
         import io
         err = io.StringIO()
@@ -375,7 +379,7 @@ class CliError(Exception):
 
 def _gen(ids=None, **kw):
     def run(c: Ctx):
-        from eagle_nb.speculate import generate
+        from eagle_nb.loop.chain import generate
         x = ids(c) if callable(ids) else (torch.tensor([[1, 2, 3]]) if ids is None else ids)
         generate(c.target, c.drafter, x, layer_ids=[2, 4, 5], **kw)
     return run
@@ -383,7 +387,7 @@ def _gen(ids=None, **kw):
 
 def _greedy(ids, **kw):
     def run(c: Ctx):
-        from eagle_nb.speculate import greedy_reference
+        from eagle_nb.loop.chain import greedy_reference
         greedy_reference(c.target, ids, **kw)
     return run
 
@@ -542,10 +546,10 @@ ROWS = [
     ("api-drafterconfig-hidden-string", lambda c: DrafterConfig(hidden_size="192", num_attention_heads=4, num_key_value_heads=2, intermediate_size=8, vocab_size=8, draft_vocab_size=8), ConfigError, "hidden_size must be an integer"),
     ("api-load-drafter-target-int", lambda c: load_drafter(c.good(), target=42), TypeError, "target must be a checkpoint path or a loaded HF model"),
     ("api-convert-unknown-format", lambda c: convert(c.good(), c.tmp / "o", "onnx"), ValueError, "unknown format 'onnx'"),
-    ("api-params-misspelt", lambda c: __import__("eagle_nb.params").params.check_params({"max_new_token": 8}, __import__("eagle_nb.report").report.list_notebooks()), ParamError, "did you mean 'max_new_tokens'"),
-    ("api-build-reports-into-notebooks", lambda c: __import__("eagle_nb.report").report.build_reports(REPO / "notebooks" / "." ), ParamError, "the source notebooks folder"),
-    ("api-load-target-missing", lambda c: __import__("eagle_nb.targets").targets.load_target("no_such/target"), TargetError, "not in the local Hugging Face cache"),
-    ("api-load-target-dtype-int8", lambda c: __import__("eagle_nb.targets").targets.load_target(SHIPPED_TARGET, dtype="int8"), ValueError, "choose one of"),
+    ("api-params-misspelt", lambda c: importlib.import_module("eagle_nb.report.params").check_params({"max_new_token": 8}, importlib.import_module("eagle_nb.report.execute").list_notebooks()), ParamError, "did you mean 'max_new_tokens'"),
+    ("api-build-reports-into-notebooks", lambda c: importlib.import_module("eagle_nb.report.build").build_reports(REPO / "notebooks" / "." ), ParamError, "the source notebooks folder"),
+    ("api-load-target-missing", lambda c: importlib.import_module("eagle_nb.model.targets").load_target("no_such/target"), TargetError, "not in the local Hugging Face cache"),
+    ("api-load-target-dtype-int8", lambda c: importlib.import_module("eagle_nb.model.targets").load_target(SHIPPED_TARGET, dtype="int8"), ValueError, "choose one of"),
 ]
 
 
@@ -612,8 +616,8 @@ def test_non_utf8_folder_name_loads(tmp_path, drafter, target):
 def test_max_new_tokens_beyond_context_allocates_nothing(drafter, target, monkeypatch):
     """max_new_tokens = 1e8 is refused before the drafter cache is allocated; a budget that fits
     allocates at most context + 2*depth + 2 positions."""
-    from eagle_nb.limits import ContextError
-    from eagle_nb.speculate import generate
+    from eagle_nb.model.limits import ContextError
+    from eagle_nb.loop.chain import generate
     sizes = []
     real = type(drafter).new_cache
 
@@ -632,7 +636,7 @@ def test_max_new_tokens_beyond_context_allocates_nothing(drafter, target, monkey
 def test_truncate_prompt_is_explicit_and_warned(drafter, target):
     """fit_prompt refuses a too-long prompt by default; with truncate=True it keeps the last
     tokens that leave room for max_new_tokens + depth, and warns."""
-    from eagle_nb.limits import ContextError, PromptTruncatedWarning, fit_prompt
+    from eagle_nb.model.limits import ContextError, PromptTruncatedWarning, fit_prompt
     ids = torch.arange(100)[None] % 128
     with pytest.raises(ContextError):
         fit_prompt(ids, target, 8, 4)
@@ -644,8 +648,8 @@ def test_truncate_prompt_is_explicit_and_warned(drafter, target):
 def test_good_params_pass_the_checks(tmp_path):
     """The parameter checks refuse nothing a notebook accepts: every default of every parameters
     cell, and typical overrides."""
-    from eagle_nb.params import check_params, notebook_parameters
-    from eagle_nb.report import list_notebooks, resolve_params
+    from eagle_nb.report.params import check_params, notebook_parameters
+    from eagle_nb.report.execute import list_notebooks, resolve_params
     nbs = list_notebooks()
     for nb in nbs:
         check_params(notebook_parameters(nb), [nb])

@@ -24,7 +24,8 @@ import nbformat
 import pytest
 
 import helpers
-from eagle_nb import report
+from eagle_nb.io.paths import NOTEBOOKS_DIR, REPO_ROOT
+
 
 pytestmark = helpers.needs_playwright()
 SMALL = {"n_prompts": 2, "max_new_tokens": 16}      # a small workload: the test is about the UI
@@ -34,7 +35,7 @@ SMALL = {"n_prompts": 2, "max_new_tokens": 16}      # a small workload: the test
 def lab(tmp_path_factory):
     """(base URL, token, notebook dir) of a JupyterLab server holding a small copy of 03."""
     root = tmp_path_factory.mktemp("lab")
-    nb = nbformat.read(report.NOTEBOOK_DIR / "03_fc_bypass_ablation.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOKS_DIR / "03_fc_bypass_ablation.ipynb", as_version=4)
     params = nb.cells[1]
     for k, v in SMALL.items():
         params.source, n = re.subn(rf"^{k} = \S+", f"{k} = {v}", params.source, flags=re.M)
@@ -43,7 +44,7 @@ def lab(tmp_path_factory):
     port, token = helpers.free_port(), secrets.token_hex(16)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
            "JUPYTER_CONFIG_DIR": str(root / ".config"), "JUPYTER_DATA_DIR": str(root / ".data"),
-           "PYTHONPATH": os.pathsep.join([str(report.REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+           "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
     log = open(root / "lab.log", "w")
     proc = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.capture: hook capture equals `output_hidden_states` on every stock layout.
+"""Tests for eagle_nb.model.capture: hook capture equals `output_hidden_states` on every stock layout.
 
 Every target is a tiny random config built offline (hidden 32, 7 decoder layers, vocab 128), seeded,
 CPU only. 7 is the smallest depth for which the EAGLE-3 defaults (2, L//2, L-3) are distinct:
@@ -13,9 +13,9 @@ import torch
 import transformers as tf
 from torch import nn
 
-from eagle_nb.capture import (
-    CONVENTIONS, capture, eagle3_layers, engine_style_layers, find_decoder_layers,
-    from_hf, sglang_capture_ids, to_hf)
+from eagle_nb.model.capture import capture
+from eagle_nb.model.decoder import engine_style_layers, find_decoder_layers
+from eagle_nb.model.layers import CONVENTIONS, eagle3_layers, from_hf, sglang_capture_ids, to_hf
 from helpers import hook_count, tiny_llama
 
 H, V, L = 32, 128, 7     # hidden size, vocab size, decoder layers of every tiny target
@@ -174,7 +174,7 @@ def test_wrapper_capture_equals_plain_model():
     """make_wrapper(plain) nests the same weights under model.language_model: capture of [2,4,5,8]
     and logits are equal to the plain model's, and engine-style layer lookup (model.layers only)
     finds nothing on the wrapper but finds the plain model's layers."""
-    from eagle_nb.targets import make_wrapper
+    from eagle_nb.model.targets import make_wrapper
     plain = _tiny_llama(num_layers=8)
     wrapper = make_wrapper(plain)
     assert type(wrapper).__name__ == "LlavaForConditionalGeneration"

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.checkpoints (and the validation in eagle_nb.validate, and the `inspect` /
+"""Tests for eagle_nb.checkpoints.core (and the validation in eagle_nb.checkpoints.validate, and the `inspect` /
 `convert` CLI): round trips through every public format, layer-id translation, safe unpickling,
 and one crafted bad checkpoint per validation error.
 
@@ -18,8 +18,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from eagle_nb.checkpoints import (CheckpointError, convert, detect_format, inspect_checkpoint,
-                                  load_drafter, load_drafter_engine_style, read_config, save_drafter)
+from eagle_nb.io.weight_files import CheckpointError
+from eagle_nb.checkpoints.convert import convert
+from eagle_nb.checkpoints.save import save_drafter
+from eagle_nb.checkpoints.load import load_drafter, load_drafter_engine_style
+from eagle_nb.checkpoints.inspect import inspect_checkpoint
+from eagle_nb.checkpoints.detect import detect_format, read_config
 from helpers import AUX_HF, target_for, tiny_drafter, tiny_features, tiny_llama
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,7 +121,7 @@ def test_save_and_convert_refuse_what_the_format_cannot_express(tmp_path, target
 def test_eagle_format_cannot_express_other_geometries():
     """Format A's consumer (EAGLE cnets.py) hard-codes 3 aux layers, head_dim = H / heads and
     linear/dynamic RoPE scaling only: each is named."""
-    from eagle_nb.checkpoints import unsupported_features
+    from eagle_nb.checkpoints.formats import unsupported_features
     base = tiny_drafter(seed=15).config
     from dataclasses import replace
     assert unsupported_features(base, "eagle") == []
@@ -342,7 +346,7 @@ def test_config_missing_required_field_is_refused(tmp_path, drafter, target):
 def test_cli_inspect_json_reports_config_fault(tmp_path, drafter, capsys):
     """`eagle-nb inspect PATH --json` on a config missing hidden_size still prints JSON on stdout
     with ok=false and the fault under problems, and exits non-zero."""
-    from eagle_nb import cli
+    from eagle_nb.cli import main as cli
     with pytest.raises(SystemExit) as ei:
         cli.main(["inspect", str(_no_hidden_size(tmp_path, drafter)), "--json"])
     assert ei.value.code != 0
@@ -499,7 +503,7 @@ def test_known_harmless_extras_load_with_a_warning_unknown_ones_fail(tmp_path, d
     """Frozen-target buffers (`target_model.*`, as EAGLE's DeepSpeed save leaves them) and optimizer
     leftovers load with a CheckpointWarning naming each key; an unknown key under the drafter's
     own prefix (`midlayer.`) is still refused."""
-    from eagle_nb.checkpoints import CheckpointWarning
+    from eagle_nb.checkpoints.detect import CheckpointWarning
     path = save_drafter(drafter, tmp_path / "a", "eagle", weights="bin")
     state = torch.load(path / "pytorch_model.bin", weights_only=True)
     extra = {"target_model.model.layers.3.self_attn.rotary_emb.inv_freq": torch.ones(4),

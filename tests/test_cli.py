@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from eagle_nb.targets import SHIPPED_PROMPTS
+from eagle_nb.io.paths import SHIPPED_PROMPTS
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -77,7 +77,7 @@ def test_unknown_ablation_is_refused():
 
 
 def _help(capsys, *args) -> str:
-    from eagle_nb.cli import main
+    from eagle_nb.cli.main import main
     with pytest.raises(SystemExit) as e:
         main([*args, "--help"])
     assert e.value.code == 0
@@ -90,7 +90,7 @@ def test_help_explains_every_command_and_option(capsys):
     the registry; --max-new-tokens defaults to the notebooks' 32."""
     import re
 
-    from eagle_nb.faults import FAULTS
+    from eagle_nb.experiment.faults import FAULTS
     top = _help(capsys)
     assert "find out why an EAGLE-3 drafter" in top and "examples:" in top
     for cmd in ("capture", "inspect", "convert", "speculate", "report"):
@@ -110,9 +110,9 @@ def test_convert_prints_what_it_renamed_and_translated(tmp_path):
     """convert names the renamed tensors, the layer ids before and after (translated between
     conventions) and the d2t verdict; it writes model.safetensors 0644 (umask 022); quiet by
     default (no loading bars)."""
-    from eagle_nb.targets import SHIPPED_DRAFTER_SPECULATORS
+    from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
     os.umask(0o022)
-    from eagle_nb.targets import SHIPPED_TARGET
+    from eagle_nb.io.paths import SHIPPED_TARGET
     rc, out, err = run_cli("convert", str(SHIPPED_DRAFTER_SPECULATORS), str(tmp_path / "d"), "--to", "sglang",
                            "--target", str(SHIPPED_TARGET))   # its embed_tokens is the target's
     assert rc == 0, err

@@ -12,7 +12,8 @@ import torch
 import transformers as tf
 from torch import nn
 
-from eagle_nb.capture import capture, find_decoder_layers, text_layer_count
+from eagle_nb.model.capture import capture
+from eagle_nb.model.decoder import find_decoder_layers, text_layer_count
 from helpers import hook_count
 
 H, V, L = 32, 128, 5

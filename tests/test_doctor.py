@@ -13,11 +13,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from eagle_nb import faults as F
-from eagle_nb.catalogue import markdown, measure as measure_catalogue
-from eagle_nb.doctor import HEALTHY, doctor, measure
-from eagle_nb.session import Pair, shipped_prompts
-from eagle_nb.targets import SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.experiment import faults as F
+from eagle_nb.doctor.catalogue import markdown, measure as measure_catalogue
+from eagle_nb.doctor.run import HEALTHY, doctor, measure
+from eagle_nb.experiment.pair import Pair, shipped_prompts
+from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
 from tests.test_doctor_static import plant
 
 K, N, NEW = 4, 4, 16

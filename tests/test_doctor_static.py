@@ -10,10 +10,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from eagle_nb import crashes, diagnosis, observed, ranking
-from eagle_nb.doctor import doctor
-from eagle_nb.static_checks import run_static
-from eagle_nb.targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from eagle_nb.doctor import crashes
+from eagle_nb.doctor import diagnosis
+from eagle_nb.doctor import observed
+from eagle_nb.doctor import ranking
+from eagle_nb.doctor.run import doctor
+from eagle_nb.doctor.static_checks import run_static
+from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
 
 
 def plant(tmp_path: Path, src=SHIPPED_DRAFTER_SPECULATORS, weights=None, config=None, name="d") -> Path:
@@ -285,7 +288,7 @@ SEEN = {   # fault -> (planted edit, check id, status)
 def test_static_check_named_in_the_catalogue_sees_the_planted_fault(tmp_path, fault):
     """For each fault the catalogue says a static check sees (static_checks.SEES), a checkpoint
     with that fault planted makes that check leave 'pass' and name the fault."""
-    from eagle_nb.static_checks import SEES
+    from eagle_nb.doctor.static_checks import SEES
     edit, check_id, status = SEEN[fault]
     assert SEES[fault] and SEES[fault].startswith(check_id)
     checks, _, _, _ = run_static(plant(tmp_path, **edit), SHIPPED_TARGET)

@@ -1,9 +1,9 @@
-"""Tests for eagle_nb.drafter: the EAGLE-3 draft model against an independent slow reference,
+"""Tests for eagle_nb.model.drafter: the EAGLE-3 draft model against an independent slow reference,
 cached vs uncached equality, rollback, the explicit fc policy, the d2t mapping and RoPE.
 
-The reference forward below is written from reference/eagle3.md §1.2 with explicit per-batch,
+The reference forward below is written from docs/drafter.md with explicit per-batch,
 per-head loops and its own RMSNorm / RoPE (rotate-half, as HF Llama) / causal softmax / GQA; it
-shares no code with eagle_nb.drafter. Tiny random drafters come from tests/helpers.py.
+shares no code with eagle_nb.model.drafter. Tiny random drafters come from tests/helpers.py.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import torch
 import transformers as tf
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-import eagle_nb.drafter as dr
-from eagle_nb.config import ConfigError
+import eagle_nb.model.drafter as dr
+from eagle_nb.model.config import ConfigError
 from helpers import tiny_drafter, tiny_drafter_config, tiny_features
 
 ATOL = 1e-5
@@ -67,7 +67,7 @@ def ref_attention(p, cfg, x, start):
 
 
 def ref_step(p, cfg, ids, g, start=0):
-    """§1.2: residual g; x = cat[input_layernorm(embed), hidden_norm(g)]; attn; +residual;
+    """docs/drafter.md: residual g; x = cat[input_layernorm(embed), hidden_norm(g)]; attn; +residual;
     +mlp(post_attention_layernorm); logits = lm_head(norm(h)); next state pre-norm (or post-norm)."""
     eps = cfg.rms_norm_eps
     e = p["embed_tokens.weight"][ids]
@@ -103,7 +103,7 @@ def ref_forward(drafter, ids, feats):
 @pytest.mark.parametrize("flag", FLAGS, ids=lambda f: f or "default")
 def test_forward_equals_independent_reference(flag):
     """drafter(input_ids, target_features) returns the same draft logits and next-step state as
-    the plain reference forward (§1.2 order), for the default layout and each variant flag."""
+    the plain reference forward (docs/drafter.md order), for the default layout and each variant flag."""
     d = tiny_drafter(seed=1, **({flag: True} if flag else {}))
     ids, feats = tiny_features(d, B=2, T=5, seed=2)
     with torch.no_grad():
@@ -302,7 +302,7 @@ def test_fed_back_state_is_an_explicit_option():
     """With norm_output the default feedback ('serving', SGLang/vLLM) returns the post-norm state,
     'pre-norm' (SpecForge training) the pre-norm one; step-1 logits are the same either way, the
     next step's differ. Without norm_output both options feed back the pre-norm state."""
-    from eagle_nb.drafter import FEEDBACK_PRENORM
+    from eagle_nb.model.drafter import FEEDBACK_PRENORM
     d = tiny_drafter(seed=21, norm_output=True)
     ids, feats = tiny_features(d, B=1, T=5, seed=22)
     with torch.no_grad():

@@ -19,9 +19,9 @@ import pytest
 from eagle_nb.engines import (EngineError, VllmServer, compare, engine_unavailable_reason, parse_log,
                               scrape, serve, write_broken_drafter)
 from eagle_nb.engines.compare import GREEDY_POS_TOL, GREEDY_TAU_TOL
-from eagle_nb.engines.server import _group_members, port_in_use
-from eagle_nb.session import Pair, shipped_prompts
-from eagle_nb.targets import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from eagle_nb.engines.server import group_members, port_in_use
+from eagle_nb.experiment.pair import Pair, shipped_prompts
+from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
 
 REASON = engine_unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no engine environment: {REASON}")
@@ -112,7 +112,7 @@ def test_broken_checkpoint_engine_matches_the_kits_ablation(fault, pair, tmp_pat
     print(f"{fault}: engine tau {res.engine.accept_length:.3f}, ablation {res.reference.accept_length:.3f}, "
           f"healthy {healthy_ref.accept_length:.3f}; {res.verdict}")
     time.sleep(0.5)
-    assert [p for p in pids if p in _group_members(pids[0])] == []
+    assert [p for p in pids if p in group_members(pids[0])] == []
     assert not port_in_use(srv.port)
     assert abs(res.delta_tau) <= GREEDY_TAU_TOL, res.verdict
     e, abl, ok = res.engine.accept_length, res.reference.accept_length, healthy_ref.accept_length
@@ -124,7 +124,7 @@ def test_cli_engine_compare_by_url(server, capsys):
     the concurrency warning for a server it did not launch."""
     import json
 
-    from eagle_nb.cli import main
+    from eagle_nb.cli.main import main
     with pytest.raises(SystemExit) as e:
         main(["engine", "compare", "--url", server.url, "--n-prompts", "4", "--json"])
     out = json.loads(capsys.readouterr().out)

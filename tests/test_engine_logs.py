@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 from eagle_nb.engines import (Counters, infer_sglang_formula, metrics_from_counters, parse_log,
                               parse_metrics, write_broken_drafter)
 from eagle_nb.engines.compare import agreement, judge
-from eagle_nb.metrics import acceptance_metrics
-from eagle_nb.targets import SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.loop.metrics import acceptance_metrics
+from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
 
 
 def vllm_line(m, t="11-30 08:53:46", prefix="(APIServer pid=12079) "):
@@ -162,7 +162,7 @@ def test_broken_checkpoints_change_only_their_field(tmp_path):
 
 
 def test_cli_engine_log(tmp_path, capsys):
-    from eagle_nb.cli import main
+    from eagle_nb.cli.main import main
     f = tmp_path / "sglang.log"
     f.write_text("\n".join([sglang_line(1.05, 0.21), sglang_line(1.06, 0.21), "truncated accept len: 1."]))
     with pytest.raises(SystemExit) as e:

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from eagle_nb.engines import EngineError, VllmServer, serve
-from eagle_nb.engines.server import _group_members, port_in_use
+from eagle_nb.engines.server import group_members, port_in_use
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_engine.py")), "--port", "{port}"]
 
 
 def alive(pids):
-    return [p for p in pids if p in set(_group_members(pids[0]))] if pids else []
+    return [p for p in pids if p in set(group_members(pids[0]))] if pids else []
 
 
 def test_started_reused_stopped():
@@ -87,9 +87,9 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     os.kill(kit.pid, signal.SIGKILL)
     kit.wait()
     deadline = time.monotonic() + 10
-    while _group_members(leader) and time.monotonic() < deadline:
+    while group_members(leader) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = _group_members(leader)
+    left = group_members(leader)
     for p in left:                                    # clean up before failing
         os.kill(p, signal.SIGKILL)
     assert left == []

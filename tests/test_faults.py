@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.faults and eagle_nb.setting: every registered fault is a pure transformation
+"""Tests for eagle_nb.experiment.faults and eagle_nb.experiment.setting: every registered fault is a pure transformation
 of what the loop is given (it changes only the fields it declares, mutates no module), costly fault
 objects are built once per pair, fault lists are validated and put in application order, and a
 `Setting` is a hashable cache key checked by SpecConfig.
@@ -12,10 +12,10 @@ import dataclasses
 import pytest
 import torch
 
-from eagle_nb import faults as F
-from eagle_nb.results import Sweep
-from eagle_nb.session import Pair, shipped_prompts
-from eagle_nb.setting import Setting, grid
+from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.results import Sweep
+from eagle_nb.experiment.pair import Pair, shipped_prompts
+from eagle_nb.experiment.setting import Setting, grid
 
 FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "prompt_format")
 

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.kv_cache: the drafter's explicit-position cache (no model needed) and the
+"""Tests for eagle_nb.model.kv_cache: the drafter's explicit-position cache (no model needed) and the
 rollback helper for the target's HF cache (a tiny stock Llama).
 """
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle_nb.kv_cache import KVCache, hf_cache_len, hf_cache_rollback
+from eagle_nb.model.kv_cache import KVCache, hf_cache_len, hf_cache_rollback
 from helpers import cache_kwarg, output_cache, tiny_llama
 
 B, HKV, D, MAX = 2, 2, 4, 8

@@ -1,5 +1,5 @@
-"""Tests for eagle_nb.metrics: every acceptance metric on hand-made accepted-count lists, checked
-against its engine's or paper's definition (reference/eagle3.md §5, reference/anchors.md §1.3).
+"""Tests for eagle_nb.loop.metrics: every acceptance metric on hand-made accepted-count lists, checked
+against its engine's or paper's definition (docs/metrics.md).
 
 No models: the input is a list of per-verify-step accepted counts (0..k) of a depth-k chain.
 """
@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from eagle_nb import metrics as M
-from eagle_nb.metrics import (FORMULAS, AcceptanceMetrics, acceptance_metrics, from_stats,
+from eagle_nb.loop import metrics as M
+from eagle_nb.loop.metrics import (FORMULAS, AcceptanceMetrics, acceptance_metrics, from_stats,
                               sglang_log_line, sglang_spec_accept_length, vllm_log_line)
-from eagle_nb.speculate import SpecStats, VerifyStep
+from eagle_nb.loop.chain import SpecStats, VerifyStep
 
 K = 4
 COUNTS = [0, 4, 2, 2, 1, 0, 4, 3]     # 8 verify steps of a depth-4 chain, 16 drafts accepted

@@ -16,10 +16,12 @@ import re
 import nbformat
 import pytest
 
-from eagle_nb import report
-from eagle_nb.faults import PANEL
+from eagle_nb.report import build as report_build
+from eagle_nb.report import execute as report_execute
+from eagle_nb.report import html as report_html
+from eagle_nb.experiment.faults import PANEL
 
-NOTEBOOKS = report.list_notebooks()
+NOTEBOOKS = report_execute.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
                    "max_new_tokens", "device", "device_map")
 BUDGET_S = 300          # notebooks 01-04 on the 2-core reference CPU
@@ -65,7 +67,7 @@ def built(tmp_path_factory):
     """Build all four reports into a temporary directory (executes every notebook once)."""
     out = tmp_path_factory.mktemp("reports")
     params = json.loads(os.environ.get("EAGLE_NB_TEST_REPORT_PARAMS", "{}"))
-    index = report.build_reports(out, params=params, progress=False)
+    index = report_build.build_reports(out, params=params, progress=False)
     results = json.loads((out / "results.json").read_text())
     return out, index, results
 
@@ -94,7 +96,7 @@ def test_index_links_every_report_with_time(built):
     for p in NOTEBOOKS:
         assert f"href='{p.stem}.html'" in page
     assert len(re.findall(r"<td>\d+\.\d s</td>", page)) == len(NOTEBOOKS)
-    assert report.external_urls(page) == []
+    assert report_html.external_urls(page) == []
 
 
 @pytest.mark.parametrize("nb", [p.stem for p in NOTEBOOKS])
@@ -106,7 +108,7 @@ def test_report_has_every_figure_and_no_external_url(built, nb):
     html = html_of(built, nb)
     assert figures >= 1
     assert html.count("<img") >= figures
-    assert report.external_urls(html) == []
+    assert report_html.external_urls(html) == []
     assert not re.search(r"""(src|href)\s*=\s*["']?https?://""", html)
     assert "http://" not in html and "https://" not in html
     assert "widget-state+json" not in html and "require.js" not in html

@@ -21,9 +21,13 @@ import torch
 import transformers as tf
 from safetensors.torch import load_file
 
-from eagle_nb.checkpoints import (CheckpointError, CheckpointWarning, convert, inspect_checkpoint,
-                                  load_drafter, read_config, save_drafter)
-from eagle_nb.drafter import FEEDBACK_PRENORM, Eagle3Drafter
+from eagle_nb.io.weight_files import CheckpointError
+from eagle_nb.checkpoints.convert import convert
+from eagle_nb.checkpoints.save import save_drafter
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.checkpoints.inspect import inspect_checkpoint
+from eagle_nb.checkpoints.detect import CheckpointWarning, read_config
+from eagle_nb.model.drafter import FEEDBACK_PRENORM, Eagle3Drafter
 
 PEERS = Path(__file__).resolve().parent / "fixtures" / "peers"
 TOL = 1e-4   # fp32 on both sides from the same 16-bit weights; measured ~1e-6

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.plots: every function returns a Figure (or DataFrame) built from result objects,
+"""Tests for eagle_nb.views.plots: every function returns a Figure (or DataFrame) built from result objects,
 draws nothing globally, and shows the numbers it was given (measured and published).
 
 Results are hand-made SpecStats with fixed accepted counts, so every expected value is exact. CPU,
@@ -13,13 +13,15 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from eagle_nb import model_plots, plots
-from eagle_nb.capture import CapturedStates, capture
-from eagle_nb.checkpoints import inspect_checkpoint, save_drafter
-from eagle_nb.metrics import from_stats, sglang_log_line
-from eagle_nb.results import RunResult
-from eagle_nb.setting import Setting
-from eagle_nb.speculate import SpecStats, VerifyStep
+from eagle_nb.views import model_plots
+from eagle_nb.views import plots
+from eagle_nb.model.capture import CapturedStates, capture
+from eagle_nb.checkpoints.save import save_drafter
+from eagle_nb.checkpoints.inspect import inspect_checkpoint
+from eagle_nb.loop.metrics import from_stats, sglang_log_line
+from eagle_nb.experiment.results import RunResult
+from eagle_nb.experiment.setting import Setting
+from eagle_nb.loop.chain import SpecStats, VerifyStep
 import helpers
 from helpers import tiny_drafter, tiny_llama
 
@@ -67,7 +69,7 @@ def test_plot_acceptance_mixed_depths():
 
 
 def test_tau_vs_depth_draws_measured_and_published_curves():
-    """Measured tau per k, the k+1 bound, and the published vLLM chain curves (anchors §1.4) with
+    """Measured tau per k, the k+1 bound, and the published vLLM chain curves (anchors docs/drafter.md) with
     their exact values; the n-alpha panel carries EAGLE-1 Table 2."""
     curves = {"healthy, T=0": {k: fake_result([k] * 3, depth=k) for k in (1, 2, 3)},
               "bypass, T=0": {k: fake_result([0, 0, 1, 0, 0, 0, 0, 0, 0, 0], depth=k) for k in (1, 2, 3)}}

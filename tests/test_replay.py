@@ -8,14 +8,17 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_nb.capture import capture, eagle3_layers
-from eagle_nb.checkpoints import load_drafter
-from eagle_nb.cli import main as cli_main
-from eagle_nb.recording import Recording, RecordingError, record, record_one
-from eagle_nb.replay import replay
-from eagle_nb.session import shipped_prompts
-from eagle_nb.speculate import generate, greedy_reference
-from eagle_nb.targets import SHIPPED_DRAFTER, SHIPPED_TARGET, load_target
+from eagle_nb.model.capture import capture
+from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.cli.main import main as cli_main
+from eagle_nb.loop.recording import Recording, record, record_one
+from eagle_nb.loop.records import RecordingError
+from eagle_nb.loop.replay import replay
+from eagle_nb.experiment.pair import shipped_prompts
+from eagle_nb.loop.chain import generate, greedy_reference
+from eagle_nb.model.targets import load_target
+from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
 
 LAYERS = list(eagle3_layers(8))        # the shipped format-A drafter reads the EAGLE defaults
 
@@ -128,7 +131,7 @@ def test_specforge_files_replay_as_labelled_estimates(pair, shipped_recording, t
     assert abs(ours.metrics.accept_length - theirs.metrics.accept_length) < 0.1
     # with the target's lm_head (read lazily) the text is checked against the target's greedy
     # choice: the recorded greedy text agrees everywhere, so tau is exact; one changed token is not
-    from eagle_nb.target_parts import TargetParts
+    from eagle_nb.io.target_parts import TargetParts
     head = TargetParts(SHIPPED_TARGET).lm_head()
     checked = replay(drafter, sf, depth=3, max_new_tokens=30, progress=False, lm_head=head)
     assert not checked.estimate and any("100.0%" in n for n in checked.notes), checked.notes

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.report on small synthetic notebooks: parameters reach the notebook, recorded
+"""Tests for eagle_nb.report.build on small synthetic notebooks: parameters reach the notebook, recorded
 values come back, widget state and every network load are stripped from the HTML, failures are
 reported after everything is written.
 
@@ -13,7 +13,10 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from eagle_nb import report
+from eagle_nb.report import build as report_build
+from eagle_nb.report import execute as report_execute
+from eagle_nb.report import html as report_html
+from eagle_nb.report import values as report_values
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
@@ -22,7 +25,7 @@ def tiny_notebook(body: str = "record('double', 2 * x)") -> nbformat.NotebookNod
     params = new_code_cell("x = 1  # a parameter")
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\nGoal: double x."), params,
-                             new_code_cell("from eagle_nb.report import record"), new_code_cell(body)])
+                             new_code_cell("from eagle_nb.report.build import record"), new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 
@@ -30,21 +33,21 @@ def tiny_notebook(body: str = "record('double', 2 * x)") -> nbformat.NotebookNod
 def test_coerce_and_resolve_params(tmp_path):
     """CLI strings become Python values; *_path values that exist are made absolute (the notebooks
     run in notebooks/, not the caller's directory)."""
-    assert [report.coerce(v) for v in ("4", "0.5", "None", "true", "[2, 4]", "auto", "data/x")] == \
+    assert [report_execute.coerce(v) for v in ("4", "0.5", "None", "true", "[2, 4]", "auto", "data/x")] == \
         [4, 0.5, None, True, [2, 4], "auto", "data/x"]
     (tmp_path / "t").mkdir()
-    p = report.resolve_params({"target_path": "t", "other_path": "missing", "n_prompts": "3"}, cwd=tmp_path)
+    p = report_execute.resolve_params({"target_path": "t", "other_path": "missing", "n_prompts": "3"}, cwd=tmp_path)
     assert p == {"target_path": str((tmp_path / "t").resolve()), "other_path": "missing", "n_prompts": 3}
 
 
 def test_list_notebooks_by_prefix_and_errors():
     """Default: the shipped notebooks in order; a prefix selects one; an unknown name fails."""
-    names = [p.stem for p in report.list_notebooks()]
+    names = [p.stem for p in report_execute.list_notebooks()]
     assert names == ["01_load_checkpoints", "02_hidden_state_shapes", "03_fc_bypass_ablation",
                      "04_acceptance_vs_depth", "05_engine_vs_reference", "06_doctor"]
-    assert [p.stem for p in report.list_notebooks(["03"])] == ["03_fc_bypass_ablation"]
+    assert [p.stem for p in report_execute.list_notebooks(["03"])] == ["03_fc_bypass_ablation"]
     with pytest.raises(ValueError, match="no notebook matches"):
-        report.list_notebooks(["99_nope"])
+        report_execute.list_notebooks(["99_nope"])
 
 
 def test_strip_widgets_keeps_html_fallbacks_only():
@@ -53,12 +56,12 @@ def test_strip_widgets_keeps_html_fallbacks_only():
     nb = tiny_notebook()
     view = {"model_id": "abc", "version_major": 2, "version_minor": 0}
     nb.cells[3].outputs = [
-        new_output("display_data", data={report.WIDGET_VIEW_MIME: view, "text/plain": "HBox()"}),
-        new_output("display_data", data={report.WIDGET_VIEW_MIME: view, "text/plain": "VBox()",
+        new_output("display_data", data={report_html.WIDGET_VIEW_MIME: view, "text/plain": "HBox()"}),
+        new_output("display_data", data={report_html.WIDGET_VIEW_MIME: view, "text/plain": "VBox()",
                                          "text/html": "<p>snapshot</p>"}),
         new_output("stream", name="stdout", text="hi\n")]
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
-    report.strip_widgets(nb)
+    report_html.strip_widgets(nb)
     assert "widgets" not in nb.metadata
     outs = nb.cells[3].outputs
     assert len(outs) == 2 and outs[0]["data"] == {"text/plain": "VBox()", "text/html": "<p>snapshot</p>"}
@@ -70,9 +73,9 @@ def test_remove_external_strips_loads_and_links():
     html = ('<script src="https://cdn.x/require.js"></script><link rel="stylesheet" href="//cdn.x/a.css">'
             '<style>@import url("https://fonts.x/f.css");</style><a href="https://github.com/x">src</a>'
             '<a href="#sec">here</a><img src="data:image/png;base64,AAAA">')
-    assert len(report.external_urls(html)) == 4
-    clean = report.remove_external(html)
-    assert report.external_urls(clean) == []
+    assert len(report_html.external_urls(html)) == 4
+    clean = report_html.remove_external(html)
+    assert report_html.external_urls(clean) == []
     assert "src (https://github.com/x)" in clean and 'href="#sec"' in clean and "data:image/png" in clean
 
 
@@ -82,9 +85,9 @@ def test_to_html_is_self_contained():
     nb = tiny_notebook()
     nb.cells[3].outputs = [new_output("display_data", data={"image/png": PNG, "text/plain": "fig"})]
     nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2}}
-    html = report.to_html(nb)
+    html = report_html.to_html(nb)
     assert html.count("<img") == 1 and "data:image/png;base64," in html
-    assert report.external_urls(html) == []
+    assert report_html.external_urls(html) == []
     for needle in ("require.js", "require.min.js", "mathjax", "MathJax.js", "html-manager", "unpkg"):
         assert needle not in html
 
@@ -92,9 +95,9 @@ def test_to_html_is_self_contained():
 def test_records_read_back_from_outputs():
     """Values displayed by `record` are found in the executed notebook's outputs."""
     nb = tiny_notebook()
-    nb.cells[3].outputs = [new_output("display_data", data={report.RECORD_MIME: {"a": 1}, "text/plain": "."}),
-                           new_output("display_data", data={report.RECORD_MIME: {"b": [2]}, "text/plain": "."})]
-    assert report.records(nb) == {"a": 1, "b": [2]}
+    nb.cells[3].outputs = [new_output("display_data", data={report_values.RECORD_MIME: {"a": 1}, "text/plain": "."}),
+                           new_output("display_data", data={report_values.RECORD_MIME: {"b": [2]}, "text/plain": "."})]
+    assert report_values.read_values(nb) == {"a": 1, "b": [2]}
 
 
 def test_build_reports_injects_params_and_writes_index(tmp_path, capfd):
@@ -104,7 +107,7 @@ def test_build_reports_injects_params_and_writes_index(tmp_path, capfd):
     src = tmp_path / "nb" / "01_tiny.ipynb"
     src.parent.mkdir()
     nbformat.write(tiny_notebook(), src)
-    index = report.build_reports(tmp_path / "out", params={"x": "21"}, notebooks=[str(src)], progress=False)
+    index = report_build.build_reports(tmp_path / "out", params={"x": "21"}, notebooks=[str(src)], progress=False)
     err = capfd.readouterr().err
     assert "WARNING" not in err and "encryption" not in err, err
     res = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -113,15 +116,15 @@ def test_build_reports_injects_params_and_writes_index(tmp_path, capfd):
     page = index.read_text()
     assert "href='01_tiny.html'" in page and "Tiny" in page and " s</td>" in page
     html = (tmp_path / "out" / "01_tiny.html").read_text()
-    assert "recorded double = 42" in html and report.external_urls(html) == []
+    assert "recorded double = 42" in html and report_html.external_urls(html) == []
 
 
 def test_build_reports_failure_is_reported_after_writing(tmp_path):
     """A failing cell raises ReportError naming the notebook, after its HTML and the index exist."""
     src = tmp_path / "02_bad.ipynb"
     nbformat.write(tiny_notebook("raise RuntimeError('boom')"), src)
-    with pytest.raises(report.ReportError, match="02_bad: RuntimeError: boom"):
-        report.build_reports(tmp_path / "out", notebooks=[str(src)], progress=False)
+    with pytest.raises(report_build.ReportError, match="02_bad: RuntimeError: boom"):
+        report_build.build_reports(tmp_path / "out", notebooks=[str(src)], progress=False)
     assert (tmp_path / "out" / "02_bad.html").exists()
     assert "error: RuntimeError: boom" in (tmp_path / "out" / "index.html").read_text()
 
@@ -137,7 +140,7 @@ def test_index_tells_the_fault_story_with_rounded_numbers_and_state_links(tmp_pa
     """The index shows the fault-cost figure, a tau table whose cells link to the precomputed
     states (URL fragments), every workload, goals rendered from markdown, and no float with more
     than 4 decimals; the check itself catches a raw float."""
-    from eagle_nb import index_page
+    from eagle_nb.report import index_page
     rec03 = {"workload": {"prompts": 8, "max_new_tokens": 32, "depths": [4], "temperatures": [0.0], "seed": 0},
              "tau": {"healthy": 2.7234567891234567, "fc-bypass": 1.7012345678901234},
              "precomputed_tau": {"healthy, k=2": 2.1234567, "healthy, k=4": 2.7234567,
@@ -159,7 +162,7 @@ def test_index_tells_the_fault_story_with_rounded_numbers_and_state_links(tmp_pa
     assert "8 prompts × 32 new tokens, k=1..2, T=0/1, seed 0" in page
     assert "<code>fc</code>" in page and "<b>bold</b>" in page and "`" not in page
     assert "<td class='num'>2.723</td>" in page and "<td class='num'>yes</td>" in page
-    assert report.external_urls(page) == []
+    assert report_html.external_urls(page) == []
 
 
 def test_record_display_rounds_and_never_cuts(capsys):
@@ -167,8 +170,8 @@ def test_record_display_rounds_and_never_cuts(capsys):
     from unittest import mock
     shown = []
     with mock.patch("IPython.display.display", lambda d, raw: shown.append(d["text/plain"])):
-        report.record("tau", {"healthy": 3.0412345678})
-        report.record("big", {f"k{i}": 1.23456789 for i in range(40)})
+        report_values.report_value("tau", {"healthy": 3.0412345678})
+        report_values.report_value("big", {f"k{i}": 1.23456789 for i in range(40)})
     assert shown[0] == 'recorded tau = {"healthy": 3.041}'
     assert shown[1] == "recorded big = 40 entries (results.json, index.html)"
 
@@ -180,6 +183,6 @@ def test_precompute_report_is_set_only_where_declared(tmp_path):
     nb.cells[1].source += "\nprecompute_report = False"
     nbformat.write(nb, tmp_path / "a.ipynb")
     nbformat.write(tiny_notebook(), tmp_path / "b.ipynb")
-    assert report.notebook_params(tmp_path / "a.ipynb", {"x": 2}) == {"precompute_report": True, "x": 2}
-    assert report.notebook_params(tmp_path / "a.ipynb", {"precompute_report": False}) == {"precompute_report": False}
-    assert report.notebook_params(tmp_path / "b.ipynb", {"x": 2}) == {"x": 2}
+    assert report_execute.notebook_params(tmp_path / "a.ipynb", {"x": 2}) == {"precompute_report": True, "x": 2}
+    assert report_execute.notebook_params(tmp_path / "a.ipynb", {"precompute_report": False}) == {"precompute_report": False}
+    assert report_execute.notebook_params(tmp_path / "b.ipynb", {"x": 2}) == {"x": 2}

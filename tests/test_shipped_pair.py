@@ -3,10 +3,11 @@ quality goal holds, both shipped formats are the same drafter, and the faults co
 import pytest
 import torch
 
-from eagle_nb.checkpoints import inspect_checkpoint, load_drafter
-from eagle_nb.session import Pair, shipped_prompts
-from eagle_nb.speculate import generate, greedy_reference
-from eagle_nb.targets import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.checkpoints.inspect import inspect_checkpoint
+from eagle_nb.experiment.pair import Pair, shipped_prompts
+from eagle_nb.loop.chain import generate, greedy_reference
+from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.speculate: the loop is lossless, its caches hold exactly what was committed,
+"""Tests for eagle_nb.loop.chain: the loop is lossless, its caches hold exactly what was committed,
 and its acceptance rule preserves the target distribution.
 
 Every model is a tiny random one built here, seeded, CPU only: an 8-layer Llama target (hidden 32,
@@ -24,15 +24,16 @@ from scipy import stats as sps
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from eagle_nb import speculate
-from eagle_nb.capture import capture, find_decoder_layers
-from eagle_nb.config import DrafterConfig
-from eagle_nb.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
-from eagle_nb.kv_cache import KVCache
-from eagle_nb.metrics import acceptance_metrics
-from eagle_nb.speculate import (FEATURES_FINAL, accept_greedy, accept_sample, generate,
+from eagle_nb.loop import chain as speculate
+from eagle_nb.model.capture import capture
+from eagle_nb.model.decoder import find_decoder_layers
+from eagle_nb.model.config import DrafterConfig
+from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
+from eagle_nb.model.kv_cache import KVCache
+from eagle_nb.loop.metrics import acceptance_metrics
+from eagle_nb.loop.chain import (FEATURES_FINAL, accept_greedy, accept_sample, generate,
                                 greedy_reference)
-from eagle_nb.targets import make_wrapper
+from eagle_nb.model.targets import make_wrapper
 
 V, H, VD = 64, 32, 48            # target vocab, hidden size, reduced draft vocab
 LAYER_IDS = [2, 4, 5]            # HF hidden_states ids captured for the drafter's fc
@@ -113,7 +114,7 @@ def constant_drafter(target, draft0_to: int = 0) -> Eagle3Drafter:
 class OracleDrafter(nn.Module):
     """Duck-typed drafter that drafts the target's own greedy continuation `full` (prompt +
     reference), except at drafter positions in `wrong`, where it drafts the next id instead.
-    Pairing (reference/eagle3.md §1.7): drafter position p reads the embedding of token p+1 and
+    Pairing (docs/drafter.md): drafter position p reads the embedding of token p+1 and
     predicts token p+2. Every extend over verified tokens is checked against `full`."""
 
     def __init__(self, full: list[int], wrong_rate: float = 0.3, seed: int = 0):
@@ -340,7 +341,7 @@ def test_caches_hold_exactly_the_committed_positions(kind, depth, monkeypatch):
     """After every verify step the target cache holds prompt_len + committed - 1 positions (the
     bonus token is not in it yet) and exactly those ids; every cached target forward equals an
     uncached forward over the same ids (logits and captured features); every drafter extend starts
-    where the previous commit ended and covers the target's committed positions with the §1.7
+    where the previous commit ended and covers the target's committed positions with the docs/drafter.md
     pairing; every drafter output (logits and state) equals an uncached drafter pass over the
     committed sequence plus the drafts. Accept counts 0, partial and k are all visited across kinds."""
     prompt, max_new = PROMPTS[2], 40

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.switcher: the static switcher holds every precomputed state, loads nothing
+"""Tests for eagle_nb.views.switcher: the static switcher holds every precomputed state, loads nothing
 from the network, and switches states in a real browser; the report switchers render a Sweep
 without computing anything.
 """
@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-from eagle_nb import faults, report, switcher
-from eagle_nb.setting import grid
+from eagle_nb.experiment import faults
+from eagle_nb.report import html as report_html
+from eagle_nb.views import switcher
+from eagle_nb.experiment.setting import grid
 from helpers import FakePair
 
 PROMPTS = ["a", "b"]
@@ -29,7 +31,7 @@ def test_static_switcher_html_holds_every_state():
     assert [k for k, _ in keys] == ["fault=healthy&amp;depth=2", "fault=healthy&amp;depth=4",
                                     "fault=layer-ids%2B1&amp;depth=2", "fault=layer-ids%2B1&amp;depth=4"]
     assert [h for _, h in keys] == [" hidden", " hidden", " hidden", ""]
-    assert "<script>" in html and report.external_urls(html) == []
+    assert "<script>" in html and report_html.external_urls(html) == []
     assert '<option value="layer-ids+1" selected>' in html
 
 

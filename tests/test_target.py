@@ -6,8 +6,9 @@ import math
 import pytest
 import torch
 
-from eagle_nb.prompts import read_prompts
-from eagle_nb.targets import DATA_DIR, SHIPPED_PROMPTS, SHIPPED_TARGET, load_target, make_wrapper
+from eagle_nb.io.prompts import read_prompts
+from eagle_nb.model.targets import load_target, make_wrapper
+from eagle_nb.io.paths import DATA_DIR, SHIPPED_PROMPTS, SHIPPED_TARGET
 
 METRICS = json.loads((DATA_DIR / "target_metrics.json").read_text())
 SAMPLE = (DATA_DIR / "heldout_sample.txt").read_text()
@@ -56,7 +57,7 @@ def test_tokenizer_round_trips_heldout_text(shipped):
 
 def test_eval_prompts_come_from_heldout_files():
     """Every evaluation prompt names a source file that the deterministic split holds out."""
-    from eagle_nb.corpus import is_heldout
+    from eagle_nb.train.corpus import is_heldout
     rows = [json.loads(line) for line in SHIPPED_PROMPTS.read_text().splitlines() if line.strip()]
     assert len(rows) >= 8
     assert all(is_heldout(r["source"]) for r in rows)
@@ -77,7 +78,7 @@ def test_wrapper_copy_matches_plain_model(shipped):
 
 def test_greedy_step_is_fast(shipped):
     """A cached greedy step of the shipped target takes milliseconds (loose bound: 50 ms/token)."""
-    from eagle_nb.speculate import greedy_reference
+    from eagle_nb.loop.chain import greedy_reference
     model, tok = shipped
     ids = tok("def f(x):\n", return_tensors="pt")["input_ids"]
     toks, seconds = greedy_reference(model, ids, max_new_tokens=20)

@@ -13,9 +13,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_nb.checkpoints import CheckpointError, load_drafter, save_drafter
-from eagle_nb.target_parts import TargetParts, TargetPartsError, read_text_config
-from eagle_nb.targets import SHIPPED_DRAFTER, SHIPPED_TARGET, make_wrapper
+from eagle_nb.io.weight_files import CheckpointError
+from eagle_nb.checkpoints.save import save_drafter
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.io.target_parts import TargetParts, TargetPartsError, read_text_config
+from eagle_nb.model.targets import make_wrapper
+from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
 from tests.helpers import target_for, tiny_drafter, tiny_features, tiny_llama
 
 REPO = Path(__file__).resolve().parent.parent
@@ -174,7 +177,7 @@ def sparse_target(out: Path, big_gb: float) -> Path:
     return out
 
 
-PEAK_RSS = ("import resource, sys; from eagle_nb.cli import main\n"
+PEAK_RSS = ("import resource, sys; from eagle_nb.cli.main import main\n"
             "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
             "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'RC', rc)")
 

@@ -1,9 +1,9 @@
 """The drafter's training forward (training-time test) computes exactly what inference computes."""
 import torch
 
-from eagle_nb.config import DrafterConfig
-from eagle_nb.drafter import Eagle3Drafter
-from eagle_nb.train_drafter import build_vocab_map, ttt_forward, ttt_loss
+from eagle_nb.model.config import DrafterConfig
+from eagle_nb.model.drafter import Eagle3Drafter
+from eagle_nb.train.drafter import build_vocab_map, ttt_forward, ttt_loss
 
 
 def _drafter(seed=0, **flags):

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.tree: tree speculation is lossless, equals the chain loop at topk = 1, keeps
+"""Tests for eagle_nb.loop.tree: tree speculation is lossless, equals the chain loop at topk = 1, keeps
 exactly the committed path in both caches, selects the tree SGLang/EAGLE would, and its sampling
 rule preserves the target distribution.
 
@@ -18,26 +18,28 @@ import torch
 from scipy import stats as sps
 from torch import nn
 
-from eagle_nb import tree as tr
-from eagle_nb.kv_cache import KVCache, hf_cache_keep
-from eagle_nb.metrics import acceptance_metrics, from_stats
-from eagle_nb.speculate import FEATURES_FINAL, FEATURES_NONE, TargetRunner, generate, greedy_reference
-from eagle_nb.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
-from eagle_nb.tree import (DraftTree, TreeUnsupported, accept_tree_greedy, accept_tree_sample,
-                           check_tree_target, draft_tree, generate_tree)
+from eagle_nb.loop import tree as tr
+from eagle_nb.loop import tree_accept, tree_shape
+from eagle_nb.model.kv_cache import KVCache, hf_cache_keep
+from eagle_nb.loop.metrics import acceptance_metrics, from_stats
+from eagle_nb.loop.chain import FEATURES_FINAL, FEATURES_NONE, TargetRunner, generate, greedy_reference
+from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
+from eagle_nb.loop.tree import check_tree_target, draft_tree, generate_tree
+from eagle_nb.loop.tree_accept import accept_tree_greedy, accept_tree_sample
+from eagle_nb.loop.tree_shape import DraftTree, TreeUnsupported
 from test_capture import ARCHS, _build, _text_ids
 from test_speculate import (H, LAYER_IDS, PROMPTS, V, _chisq_p, build, ids_of, make_drafter,
                             make_target)
 
 GRID = [(1, 2, None), (2, 2, 4), (3, 3, 6), (4, 2, 8), (3, 4, 10)]   # (num_steps, topk, N)
 SLOW_GRID = [(s, k, n) for s in (1, 2, 4, 6) for k in (2, 3, 5) for n in (3, 6, 12, 24)
-             if n <= 1 + tr.candidate_count(s, k)]
+             if n <= 1 + tree_shape.candidate_count(s, k)]
 
 
 class TreeOracle(nn.Module):
     """Duck-typed drafter: at RoPE position p it ranks the target's greedy token full[p+2] first,
     or second behind (full[p+2] + 1) % V at positions in `second`. Extends are checked for the
-    §1.7 pairing. Positions come from `positions` (tree steps) or the slot (extend, chain steps)."""
+    docs/drafter.md pairing. Positions come from `positions` (tree steps) or the slot (extend, chain steps)."""
 
     def __init__(self, full: list[int], second_rate: float = 0.35, seed: int = 0):
         super().__init__()
@@ -124,7 +126,7 @@ def test_greedy_tree_speculation_is_lossless(kind):
 
 
 def _shipped_lossless(grid, max_new):
-    from eagle_nb.session import Pair, shipped_prompts
+    from eagle_nb.experiment.pair import Pair, shipped_prompts
     pair = Pair()
     eos = pair.tokenizer.eos_token_id
     counts = {}
@@ -340,7 +342,7 @@ def test_caches_hold_exactly_the_committed_path(kind, steps, topk, n, monkeypatc
             torch.testing.assert_close(k, lay.keys, atol=1e-5, rtol=1e-4)
             torch.testing.assert_close(v, lay.values, atol=1e-5, rtol=1e-4)
     if isinstance(drafter, Eagle3Drafter):
-        from eagle_nb.capture import capture
+        from eagle_nb.model.capture import capture
         for n_, k, v in drafts:
             with capture(target, LAYER_IDS) as cap, torch.no_grad():
                 target(input_ids=ids_of(full[:n_]))
@@ -471,7 +473,7 @@ TOY = DraftTree([0, 0, 1, 3, 0, 1, 4], [-1, 0, 0, 0, 1, 1, 3], [0, 1, 1, 1, 2, 2
 
 def _wrong_no_residual(tokens, parents, p, generator):
     """A plausible wrong rule: each child tested against the unmodified p, bonus from p."""
-    kids = tr._children(parents)
+    kids = tree_accept.children_of(parents)
     node, path = 0, []
     while True:
         for c in kids.get(node, ()):
@@ -555,7 +557,7 @@ def test_tree_metrics_use_num_draft_tokens():
 def _cli_json(capsys, *args):
     import json
 
-    from eagle_nb.cli import main
+    from eagle_nb.cli.main import main
     with pytest.raises(SystemExit) as e:
         main(["speculate", *args, "--json"])
     out = capsys.readouterr().out
@@ -569,7 +571,7 @@ def test_cli_tree_flags_and_named_fault(capsys, tmp_path):
     collapses acceptance through trees as through chains."""
     import json
 
-    from eagle_nb.targets import SHIPPED_PROMPTS
+    from eagle_nb.io.paths import SHIPPED_PROMPTS
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(line + "\n" for line in SHIPPED_PROMPTS.read_text().splitlines()[:3]))
     flags = ["--prompts", str(prompts), "--depth", "3", "--topk", "4", "--num-draft-tokens", "8",

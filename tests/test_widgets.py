@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.widgets: live panels are driven headless by setting control values, and each
+"""Tests for eagle_nb.views.widgets: live panels are driven headless by setting control values, and each
 redraw must use the new setting; in the background mode (a kernel) only the latest setting is
 computed and drawn, and the status line names what is being computed.
 
@@ -11,8 +11,9 @@ import re
 import threading
 import time
 
-from eagle_nb import faults, widgets
-from eagle_nb.setting import Setting
+from eagle_nb.experiment import faults
+from eagle_nb.views import widgets
+from eagle_nb.experiment.setting import Setting
 from helpers import FakePair
 
 PROMPTS = ["a", "b"]

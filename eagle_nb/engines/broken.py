@@ -1,5 +1,5 @@
 """Write deliberately broken copies of a drafter checkpoint, one per named fault, so an engine can
-be shown the same fault the kit's ablation (`eagle_nb.faults`) simulates.
+be shown the same fault the kit's ablation (`eagle_nb.experiment.faults`) simulates.
 
 - `layer-ids+1` / `layer-ids-1`: `eagle_aux_hidden_state_layer_ids` in config.json shifted by one
   (the engine then captures other target layers; the kit's ablation shifts the captured ids).

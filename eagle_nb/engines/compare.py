@@ -18,9 +18,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ..metrics import AcceptanceMetrics, acceptance_metrics, sglang_log_line, vllm_log_line
-from .endpoint import Counters, Endpoint
-from .logs import parse_log
+from eagle_nb.engines.endpoint import Counters, Endpoint
+from eagle_nb.engines.logs import parse_log
+from eagle_nb.loop.metrics import (
+    AcceptanceMetrics,
+    acceptance_metrics,
+    sglang_log_line,
+    vllm_log_line,
+)
 
 # Measured on the shipped pair, greedy, 16 prompts x 64 tokens, k = 4, vLLM 0.32 CPU (README
 # "Engine in the loop"): |delta tau| and the largest per-position gap, with headroom.
@@ -31,7 +36,7 @@ CONCURRENCY_WARNING = ("the engine's counters are server-wide: any other traffic
 
 
 def reference_run(pair, prompts, *, depth, max_new_tokens, temperature, seed, ablations=()):
-    """THE adapter to `eagle_nb.session` (its API is being redesigned): run the reference loop and
+    """THE adapter to `eagle_nb.experiment.pair` (its API is being redesigned): run the reference loop and
     return (AcceptanceMetrics, generated ids per prompt, notes)."""
     res = pair.run(list(prompts), depth=depth, max_new_tokens=max_new_tokens,
                    temperature=temperature, seed=seed, faults=tuple(ablations), progress=False)
@@ -203,9 +208,9 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     if engine_drafter is not None and (url is not None or server is not None):
         raise ValueError("engine_drafter applies to a server launched here; a running server or URL "
                          "already serves its own drafter")
-    from ..session import Pair, shipped_prompts
-    from ..targets import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
-    from .server import VllmServer, engine_unavailable_reason
+    from eagle_nb.engines.server import VllmServer, engine_unavailable_reason
+    from eagle_nb.experiment.pair import Pair, shipped_prompts
+    from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]

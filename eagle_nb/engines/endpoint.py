@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from .server import EngineError, http_get, http_post_json
+from eagle_nb.engines.server import EngineError, http_get, http_post_json
 
 VLLM_PREFIX = "vllm:spec_decode_"
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")

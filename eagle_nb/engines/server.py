@@ -22,7 +22,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from eagle_nb.io.paths import REPO_ROOT
+
 DEFAULT_ENGINE_VENV = REPO_ROOT / ".venv-engine"
 HOST = "127.0.0.1"
 _RUNNING: dict[tuple, "VllmServer"] = {}
@@ -233,10 +234,10 @@ class VllmServer:
         """Live processes in the server's process group (the server and its engine children)."""
         if self.proc is None:
             return []
-        return _group_members(self.proc.pid)
+        return group_members(self.proc.pid)
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -252,7 +253,7 @@ def _group_members(pgid: int) -> list[int]:
 
 
 def _group_alive(pgid: int) -> bool:
-    return bool(_group_members(pgid))
+    return bool(group_members(pgid))
 
 
 def serve(target, drafter, depth: int = 4, **kw) -> VllmServer:

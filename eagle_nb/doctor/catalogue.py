@@ -1,0 +1,132 @@
+"""The fault catalogue as a measured table: every registered fault (faults.FAULTS) run on a pair at
+depth k, greedy and T = 1, beside the healthy pair, plus the crash-only faults (crashes.py) with the
+exact error text, and which static check of the doctor sees each one (`static_checks.SEES`).
+
+`python -m eagle_nb.doctor.catalogue [--out FILE.json] [--markdown]` regenerates it on the shipped pair;
+the README's catalogue table is its `--markdown` output. Knows nothing about plotting.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from eagle_nb.doctor import crashes, ranking
+
+HEALTHY = "healthy"
+
+
+def shipped_path():
+    from eagle_nb.io.paths import DATA_DIR
+    return DATA_DIR / "fault_catalogue.json"
+
+
+def load(path=None) -> dict:
+    """A catalogue written by `--out` (default: the one measured on the shipped pair)."""
+    with open(path or shipped_path()) as f:
+        return json.load(f)
+
+
+def frame(cat: dict):
+    """The catalogue as a pandas DataFrame: one row per fault, τ and per-position per temperature."""
+    import pandas as pd
+    rows = []
+    for r in cat["rows"]:
+        row = {"fault": r["fault"], "kind": r["kind"], "static check": r["static_check"] or "no"}
+        for t in cat["setup"]["temperatures"]:
+            res = r["results"].get(str(float(t)))
+            row[f"tau T={t}"] = None if not res else round(res["tau"], 2)
+            row[f"per-position T={t}"] = None if not res else " / ".join(f"{x:.2f}" for x in res["per_position"])
+        row["note"] = r.get("error_text") or (f"n/a: {r['not_applicable']}" if r["not_applicable"] else "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
+            max_new_tokens: int = 64, faults=None, progress: bool = True) -> dict:
+    """{'rows': [...], 'setup': {...}}: one row per fault (and 'healthy'), with τ and per-position
+    acceptance per temperature, or why the fault does not apply to this pair. `faults` limits the
+    registry entries measured (names; default all)."""
+    from tqdm.auto import tqdm
+
+    from eagle_nb.doctor.static_checks import SEES
+    from eagle_nb.experiment import faults as F
+    from eagle_nb.experiment.pair import Pair, shipped_prompts
+    from eagle_nb.experiment.setting import Setting
+    pair = pair or Pair()
+    prompts = list(prompts or shipped_prompts())
+    rows, t0 = [], time.perf_counter()
+    entries = [None, *[f for f in F.FAULTS if faults is None or f.name in faults]]
+    for f in tqdm(entries, desc="catalogue", disable=not progress):
+        name = HEALTHY if f is None else f.name
+        row = {"fault": name, "kind": "switch", "story": "" if f is None else f.story,
+               "reference": "" if f is None else f.reference, "fix": "" if f is None else f.fix,
+               "switch": f"Setting(faults=({name!r},))" if f else "Setting()",
+               "static_check": SEES.get(name), "results": {}, "not_applicable": None}
+        for T in temperatures:
+            try:
+                r = pair.run(prompts, Setting(faults=() if f is None else (name,), depth=depth,
+                                              temperature=T, max_new_tokens=max_new_tokens),
+                             progress=False)
+            except ValueError as e:
+                row["not_applicable"] = str(e).splitlines()[0]
+                break
+            p = ranking.profile_from_stats(r.stats)
+            row["results"][str(T)] = {"tau": p.tau, "tau_se": p.tau_se, "per_position": list(p.per_position)}
+        rows.append(row)
+    for c in crashes.CRASHES.values():
+        rows.append({"fault": c.name, "kind": "crash", "story": c.story, "reference": c.reference,
+                     "fix": c.fix, "switch": f"crashes.reproduce({c.name!r})",
+                     "static_check": SEES.get(c.name), "error_text": crashes.reproduce(c.name),
+                     "results": {}, "not_applicable": None})
+    from eagle_nb.io.paths import DATA_DIR
+    drafter = str(pair.drafter_path).replace(str(DATA_DIR.parent) + "/", "")   # repo-relative
+    setup = {"target": pair.target_path or "shipped", "drafter": drafter, "depth": depth,
+             "temperatures": list(temperatures), "prompts": len(prompts),
+             "max_new_tokens": max_new_tokens, "seconds": round(time.perf_counter() - t0, 1)}
+    return {"setup": setup, "rows": rows}
+
+
+def _cell(res: dict | None) -> str:
+    if not res:
+        return "–"
+    per = " / ".join(f"{x:.2f}" for x in res["per_position"])
+    return f"{res['tau']:.2f} ({per})"
+
+
+def markdown(cat: dict) -> str:
+    s = cat["setup"]
+    temps = [str(float(t)) for t in s["temperatures"]]
+    head = ["fault", "story (reference)", *[f"τ (per-position) T={t}" for t in temps], "static check"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in cat["rows"]:
+        story = r["story"] + (f" ({r['reference']})" if r["reference"] else "")
+        if r["kind"] == "crash":
+            cells = [f"crash: `{r['error_text']}`"] + [""] * (len(temps) - 1)
+        elif r["not_applicable"]:
+            cells = [f"n/a on this pair: {r['not_applicable']}"] + [""] * (len(temps) - 1)
+        else:
+            cells = [_cell(r["results"].get(t)) for t in temps]
+        lines.append("| " + " | ".join([f"`{r['fault']}`", story.replace("|", "/"), *cells,
+                                        (r["static_check"] or "no").replace("|", "/")]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m eagle_nb.doctor.catalogue", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None, help="write the measured catalogue as JSON here")
+    ap.add_argument("--markdown", action="store_true", help="print the README table")
+    ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--n-prompts", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    a = ap.parse_args(argv)
+    from eagle_nb.experiment.pair import shipped_prompts
+    cat = measure(prompts=shipped_prompts(a.n_prompts), depth=a.depth, max_new_tokens=a.max_new_tokens)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(cat, f, indent=1)
+    print(markdown(cat) if a.markdown else json.dumps(cat, indent=1))
+
+
+if __name__ == "__main__":
+    main()

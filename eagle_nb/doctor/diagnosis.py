@@ -1,0 +1,171 @@
+"""The doctor's result object: a verdict first, then every check, hypothesis and probe, as data.
+
+`Diagnosis.as_dict()` is the JSON the CLI prints with `--json`; its shape is `SCHEMA` (version
+`SCHEMA_VERSION`), documented here and pinned by tests: adding a field bumps the version.
+`Diagnosis.text()` is the human report (verdict, then one line per check with its evidence).
+
+Knows nothing about models, checkpoints or how the numbers were measured (doctor.py does that).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+SCHEMA_VERSION = 1
+STATUSES = ("pass", "warn", "fail", "skip")
+
+# field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
+SCHEMA = {
+    "schema_version": "int, bumped whenever a field is added, removed or renamed",
+    "verdict": {
+        "cause": "name of the most likely fault, 'healthy', or 'undetermined'",
+        "summary": "one sentence a user can act on",
+        "fix": "what to change (empty when healthy)",
+        "confidence": "'high' | 'medium' | 'low'",
+        "basis": "'static' (a check failed), 'log' (an engine error was recognised), "
+                 "'observation' (ranked against measured profiles), 'probe', or 'none'",
+        "also_consistent": "other fault names that explain the observation about as well",
+    },
+    "checks": [{
+        "id": "stable check name (e.g. 'd2t', 'aux-ids', 'fc-width')",
+        "status": "'pass' | 'warn' | 'fail' | 'skip'",
+        "title": "what was checked",
+        "evidence": "what was found: keys, shapes, ids, values",
+        "faults": "fault names this check is evidence for when it does not pass",
+        "fix": "what to change, when status is warn or fail",
+    }],
+    "hypotheses": [{
+        "fault": "fault name, or 'healthy'",
+        "story": "what goes wrong, in one sentence",
+        "reference": "public report (docs/faults.md and its PRs/issues)",
+        "fix": "what to change",
+        "predicted": "{'depth', 'tau', 'tau_se', 'per_position', 'per_position_se', 'prompt_taus'} "
+                     "measured by the kit's loop on this pair with the fault switched on (null: "
+                     "crash-only)",
+        "distance": "RMS z-score between prediction and observation (null: no observation)",
+        "weight": "share of exp(-z^2/2) likelihood among all hypotheses (null: no observation)",
+        "static_evidence": "ids of checks that point at this fault",
+        "ruled_out_by": "id of a passing check showing the files cannot have this fault, or null",
+    }],
+    "probes": [{
+        "name": "what was tried (e.g. 'layer ids +1', 'target embedding')",
+        "tau": "tau with the probe's change",
+        "baseline_tau": "tau of the checkpoint as written",
+        "better": "true when the change clearly raises tau: paired per-prompt gain > 3 SE and > 0.1",
+        "message": "the finding in words",
+    }],
+    "observation": "{'source', 'depth', 'tau', 'per_position', 'engine', 'crash_lines', 'lines'} "
+                   "or null",
+    "inputs": "{'target', 'drafter', 'depth', 'prompts', 'max_new_tokens', 'temperature'}",
+    "notes": "list of strings: what was skipped and why",
+}
+
+
+@dataclass
+class Check:
+    id: str
+    status: str
+    title: str
+    evidence: str
+    faults: list[str] = field(default_factory=list)
+    fix: str = ""
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"check {self.id}: status {self.status!r} not in {STATUSES}")
+
+
+@dataclass
+class Hypothesis:
+    fault: str
+    story: str
+    reference: str
+    fix: str
+    predicted: dict | None = None
+    distance: float | None = None
+    weight: float | None = None
+    static_evidence: list[str] = field(default_factory=list)
+    ruled_out_by: str | None = None
+
+
+@dataclass
+class Probe:
+    name: str
+    tau: float
+    baseline_tau: float
+    better: bool
+    message: str
+
+
+@dataclass
+class Verdict:
+    cause: str
+    summary: str
+    fix: str
+    confidence: str
+    basis: str
+    also_consistent: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Diagnosis:
+    verdict: Verdict
+    checks: list[Check]
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    probes: list[Probe] = field(default_factory=list)
+    observation: dict | None = None
+    inputs: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return self.verdict.cause == "healthy"
+
+    def check(self, check_id: str) -> Check:
+        for c in self.checks:
+            if c.id == check_id:
+                return c
+        raise KeyError(f"no check {check_id!r}; checks: {[c.id for c in self.checks]}")
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        return {"schema_version": SCHEMA_VERSION, **d}
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2, default=str)
+
+    def text(self) -> str:
+        v = self.verdict
+        lines = [f"VERDICT: {v.summary}", f"  cause: {v.cause}   confidence: {v.confidence} "
+                 f"(basis: {v.basis})"]
+        if v.fix:
+            lines.append(f"  fix: {v.fix}")
+        if v.also_consistent:
+            lines.append(f"  also consistent with: {', '.join(v.also_consistent)}")
+        lines.append("")
+        lines.append("CHECKS")
+        for c in self.checks:
+            lines.append(f"  [{c.status.upper():4}] {c.id:<14} {c.title}: {c.evidence}")
+            if c.status in ("warn", "fail") and c.fix:
+                lines.append(f"  {'':6} {'':14} fix: {c.fix}")
+        if self.probes:
+            lines += ["", "PROBES"]
+            lines += [f"  {'*' if p.better else ' '} {p.message}" for p in self.probes]
+        if self.hypotheses:
+            lines += ["", "HYPOTHESES (ranked)" if self.observation else "PREDICTED PROFILES"]
+            for h in self.hypotheses:
+                p = h.predicted
+                prof = "crash only" if p is None else (
+                    f"tau {p['tau']:.2f} ± {p['tau_se']:.2f}, per-position "
+                    + " / ".join(f"{x:.2f}" for x in p["per_position"]))
+                score = "" if h.distance is None else f"  z {h.distance:5.2f}  w {h.weight:.2f}"
+                out = f"  (ruled out: {h.ruled_out_by} passes)" if h.ruled_out_by else ""
+                lines.append(f"  {h.fault:<28}{score}  {prof}{out}")
+        if self.observation:
+            o = self.observation
+            per = o.get("per_position")
+            lines += ["", f"OBSERVED ({o['source']}): tau {o['tau']:.2f} at depth {o['depth']}"
+                      + (f", per-position {' / '.join(f'{x:.2f}' for x in per)}" if per else "")]
+            lines += [f"  engine error: {ln}" for ln in o.get("crash_lines") or []]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)

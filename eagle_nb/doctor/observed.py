@@ -1,0 +1,150 @@
+"""What the serving engine reported, as one `Observation`: τ and per-position acceptance at a depth,
+from numbers the user typed, an engine log, or a Prometheus `/metrics` page.
+
+Formats (docs/metrics.md): vLLM logs
+`SpecDecoding metrics: Mean acceptance length: 1.05, ..., Per-position acceptance rate: 0.05, ...`
+and exposes `vllm:spec_decode_num_drafts[_total]`, `..._num_draft_tokens`, `..._num_accepted_tokens`,
+`..._num_accepted_tokens_per_pos{position="i"}`; SGLang logs `accept len: 1.05, accept rate: 0.21`
+in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`.
+
+This is a minimal reader behind one entry point, `read_observation`, so a fuller engine-log reader
+can replace it. Unknown lines are counted, never fatal. Crash texts are recognised by crashes.py.
+Knows nothing about models or faults.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+VLLM_LINE = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + _NUM)
+VLLM_ACCEPTED = re.compile(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens")
+VLLM_PER_POS = re.compile(r"Per-position acceptance rate: ([0-9., ]+?)(?:, Avg|$)")
+SGLANG_LINE = re.compile(r"accept len: " + _NUM + r"(?:, accept rate: " + _NUM + ")?")
+
+
+@dataclass
+class Observation:
+    source: str                             # 'numbers', 'vllm log', 'sglang log', 'metrics url'
+    tau: float
+    depth: int | None = None                # draft tokens per verify step, when known
+    per_position: list[float] | None = None
+    engine: str | None = None               # 'vllm' | 'sglang' | None
+    crash_lines: list[str] = field(default_factory=list)
+    lines: int = 0                          # metric lines pooled
+    unparsed: int = 0                       # lines that mention acceptance but did not parse
+    tau_se: float = 0.0                     # spread of tau over the pooled lines (standard error)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def from_numbers(tau: float, per_position=None, depth: int | None = None) -> Observation:
+    per = [float(x) for x in per_position] if per_position else None
+    if per and depth and len(per) != depth:
+        raise ValueError(f"--observed-per-position has {len(per)} values but --depth is {depth}")
+    if not 1.0 <= tau <= 1 + (depth or len(per or []) or 64):
+        raise ValueError(f"observed tau {tau} outside [1, 1 + depth]: tau counts the bonus token")
+    return Observation("numbers", float(tau), depth or (len(per) if per else None), per)
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    n = len(xs)
+    m = sum(xs) / n
+    var = sum((x - m) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
+    return m, (var / n) ** 0.5
+
+
+def parse_log(text: str) -> Observation:
+    """Pool every vLLM SpecDecoding line (weighted by drafts when the counts are present) or every
+    SGLang accept-len line. Crash lines are attached by the caller (crashes.recognise)."""
+    from eagle_nb.doctor.crashes import recognise
+    vllm, sglang, unparsed = [], [], 0
+    for line in text.splitlines():
+        m = VLLM_LINE.search(line)
+        if m:
+            per = VLLM_PER_POS.search(line)
+            counts = VLLM_ACCEPTED.search(line)
+            vllm.append((float(m.group(1)),
+                         [float(x) for x in per.group(1).split(",") if x.strip()] if per else None,
+                         (int(counts.group(1)), int(counts.group(2))) if counts else None))
+            continue
+        m = SGLANG_LINE.search(line)
+        if m:
+            sglang.append(float(m.group(1)))
+        elif "acceptance" in line.lower() or "accept len" in line:
+            unparsed += 1
+    crash = [name_line[1] for name_line in recognise(text)]
+    if vllm:
+        taus = [t for t, _, _ in vllm]
+        pers = [p for _, p, _ in vllm if p]
+        depth = len(pers[0]) if pers else None
+        pers = [p for p in pers if len(p) == depth]
+        per = [sum(col) / len(col) for col in zip(*pers)] if pers else None
+        tau, se = _mean_se(taus)
+        if per is not None:      # chain drafting: tau = 1 + sum of per-position rates
+            tau = 1 + sum(per)
+        return Observation("vllm log", tau, depth, per, "vllm", crash, len(vllm), unparsed, se)
+    if sglang:
+        tau, se = _mean_se(sglang)
+        return Observation("sglang log", tau, None, None, "sglang", crash, len(sglang), unparsed, se)
+    if crash:
+        return Observation("log (crash)", float("nan"), None, None, None, crash, 0, unparsed)
+    raise ValueError(f"no vLLM 'SpecDecoding metrics' line, SGLang 'accept len' line or known "
+                     f"engine error found ({unparsed} acceptance-like lines did not parse)")
+
+
+def parse_metrics(text: str) -> Observation:
+    """Prometheus text exposition from a vLLM or SGLang server."""
+    vals: dict[str, float] = {}
+    per: dict[int, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        m = re.match(r"([a-zA-Z_:]+)(\{[^}]*\})?\s+" + _NUM, line)
+        if not m:
+            continue
+        name, labels, v = m.group(1), m.group(2) or "", float(m.group(3))
+        name = name[:-len("_total")] if name.endswith("_total") else name
+        if name == "vllm:spec_decode_num_accepted_tokens_per_pos":
+            pos = re.search(r'position="(\d+)"', labels)
+            if pos:
+                per[int(pos.group(1))] = per.get(int(pos.group(1)), 0.0) + v
+        else:
+            vals[name] = vals.get(name, 0.0) + v
+    drafts = vals.get("vllm:spec_decode_num_drafts")
+    if drafts:
+        acc = vals.get("vllm:spec_decode_num_accepted_tokens", 0.0)
+        rates = [per[i] / drafts for i in sorted(per)] or None
+        return Observation("metrics url", 1 + acc / drafts, len(rates) if rates else None, rates,
+                           "vllm", lines=int(drafts))
+    if "sglang:spec_accept_length" in vals:
+        return Observation("metrics url", vals["sglang:spec_accept_length"], engine="sglang", lines=1)
+    raise ValueError("no vllm:spec_decode_* counters (or zero drafts) and no sglang:spec_accept_length "
+                     "gauge in the metrics text")
+
+
+def read_observation(*, log: str | None = None, url: str | None = None, tau: float | None = None,
+                     per_position=None, depth: int | None = None) -> Observation | None:
+    """The one entry point: exactly one of a log file path, a server URL or numbers (or none)."""
+    given = [x is not None for x in (log, url, tau)]
+    if sum(given) > 1:
+        raise ValueError("give one of an engine log, a metrics URL or an observed tau, not several")
+    if per_position is not None and tau is None:
+        raise ValueError("--observed-per-position needs --observed-tau")
+    if log is not None:
+        from pathlib import Path
+        p = Path(log)
+        if not p.exists():
+            raise FileNotFoundError(f"engine log {log}: no such file")
+        return parse_log(p.read_text(errors="replace"))
+    if url is not None:
+        import urllib.request
+        u = url if url.rstrip("/").endswith("/metrics") else url.rstrip("/") + "/metrics"
+        with urllib.request.urlopen(u, timeout=10) as r:   # noqa: S310 - the user's own server
+            obs = parse_metrics(r.read().decode(errors="replace"))
+        obs.source = f"metrics url {u}"
+        return obs
+    if tau is not None:
+        return from_numbers(tau, per_position, depth)
+    return None

@@ -1,0 +1,278 @@
+"""`eagle-nb doctor`: which known EAGLE-3 fault explains what the serving engine reported?
+
+Four phases, each adding to one `diagnosis.Diagnosis`:
+  1. static checks (static_checks.py): the checkpoint and the target's config, no generation;
+  2. dynamic: the kit's reference loop measures τ and per-position acceptance of the pair as
+     written and under every catalogue fault that applies (faults registry), on the user's prompts;
+     plus the fc activation range in half precision;
+  3. probes: faults that leave no static trace are tried the other way round (neighbouring layer-id
+     conventions, the target's embedding); one that clearly *raises* τ is a finding;
+  4. the observation (observed.py; crash texts via crashes.py) ranked against the predictions
+     (ranking.py), and a verdict: static evidence first, then a recognised engine error, then a
+     probe, then the ranking.
+
+Never executes checkpoint code (safetensors / weights_only loads only) and needs no GPU. Knows
+nothing about how the numbers are drawn or rendered.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from eagle_nb.doctor import crashes, ranking
+from eagle_nb.doctor.diagnosis import Check, Diagnosis, Hypothesis, Probe, Verdict
+
+HEALTHY = "healthy"
+# Faults whose static evidence, when a check fails, outranks everything else (most severe first).
+SEVERITY = ("vocab-mismatch", "fc-width-mismatch", "draft-num-layers", "layers0-keys-dropped",
+            "lm-head-missing", "d2t-absolute", "d2t-side-file", "d2t-identity", "fc-bypass",
+            "fp16-fc-overflow")
+
+
+# -- fault metadata (registry) ---------------------------------------------------------------------
+def catalogue() -> dict:
+    """name -> object with .story, .reference, .fix for every fault the doctor can name (the
+    switchable faults of the registry, then the crash-only ones)."""
+    from eagle_nb.experiment import faults as F
+    out = {f.name: f for f in F.FAULTS}
+    for c in crashes.CRASHES.values():
+        out.setdefault(c.name, c)
+    return out
+
+
+def _info(name: str, cat: dict):
+    f = cat.get(name)
+    if f is None:
+        return "", "", ""
+    return f.story, f.reference, getattr(f, "fix", "")
+
+
+# -- phase 2: measure ------------------------------------------------------------------------------
+def _run(pair, prompts, faults=(), **kw):
+    from eagle_nb.experiment.setting import Setting
+    return pair.run(prompts, Setting(faults=tuple(faults), **kw), progress=False)
+
+
+def measure(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature: float = 0.0,
+            faults=None, progress: bool = True) -> tuple[dict, dict]:
+    """({name: Profile} for 'healthy' and every fault that applies, {name: why it was skipped})."""
+    from tqdm.auto import tqdm
+
+    from eagle_nb.experiment import faults as F
+    names = [f.name for f in F.FAULTS] if faults is None else list(faults)
+    profiles, skipped = {}, {}
+    kw = dict(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature)
+    for name in tqdm([HEALTHY, *names], desc=f"doctor: measuring faults (k={depth}, T={temperature})",
+                     disable=not progress, leave=False):
+        try:
+            res = _run(pair, prompts, () if name == HEALTHY else (name,), **kw)
+        except Exception as e:      # noqa: BLE001 - one broken fault must not stop the diagnosis
+            if name == HEALTHY:
+                raise
+            skipped[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            continue
+        profiles[name] = ranking.profile_from_stats(res.stats)
+    return profiles, skipped
+
+
+def fc_range_check(pair, prompts) -> Check:
+    """Max |activation| entering and leaving fc on the prompts, against the fp16 range."""
+    import torch
+
+    from eagle_nb.doctor.static_checks import FP16_MAX
+    from eagle_nb.model.capture import capture
+    d = pair.drafter
+    xin = xout = 0.0
+    with torch.no_grad(), capture(pair.target, pair.layer_ids) as states:
+        for p in prompts:
+            pair.target(input_ids=pair.encode(p))
+            x = states.fused().float()
+            xin = max(xin, float(x.abs().max()))
+            xout = max(xout, float(torch.nn.functional.linear(x, d.fc.weight.float()).abs().max()))
+    ev = (f"max |fc input| {xin:.3g}, max |fc output| {xout:.3g} over {len(prompts)} prompts; fp16 "
+          f"max {FP16_MAX:.0f} (headroom x{FP16_MAX / max(xin, xout, 1e-9):.0f})")
+    if max(xin, xout) > FP16_MAX:
+        return Check("dtype-range", "fail", "half-precision range in fc", ev, ["fp16-fc-overflow"],
+                     "serve the drafter in bf16 or fp32")
+    if max(xin, xout) > FP16_MAX / 8:
+        return Check("dtype-range", "warn", "half-precision range in fc", ev + ": under 8x headroom",
+                     ["fp16-fc-overflow"], "serve the drafter in bf16 or fp32")
+    return Check("dtype-range", "pass", "half-precision range in fc", ev)
+
+
+# -- phase 3: probes -------------------------------------------------------------------------------
+PROBE_Z, PROBE_MIN_GAIN = 3.0, 0.1     # "clearly higher": paired gain > 3 SE and > 0.1
+PROBES = {  # fault switched on as a probe -> (what it means when it raises tau, the fault it reveals)
+    "layer-ids+1": ("your ids look off by one (one boundary too early)", "layer-ids-1"),
+    "layer-ids-1": ("your ids look off by one (one boundary too late)", "layer-ids+1"),
+    "layer-ids-heuristic": ("the EAGLE default ids fit better than the config's", "layer-ids-heuristic"),
+    "embed-target-forced": ("the target's embedding fits better than the drafter's own", "embed-random"),
+}
+
+
+def probes(profiles: dict, pair) -> list[Probe]:
+    base = profiles.get(HEALTHY)
+    out = []
+    for name, (finding, _) in PROBES.items():
+        p = profiles.get(name)
+        if base is None or p is None:
+            continue
+        gain, se = ranking.paired_gain(p, base)
+        better = gain > max(PROBE_Z * se, PROBE_MIN_GAIN)
+        ids = ""
+        if name.startswith("layer-ids"):
+            from eagle_nb.experiment import faults as F
+            w = F.apply(F.Wiring(pair.target, pair.drafter, tuple(pair.layer_ids)), (name,), pair.builds)
+            ids = f" {list(w.layer_ids)} vs written {list(pair.layer_ids)}:"
+        msg = (f"{finding}:{ids} accepts tau {p.tau:.2f} vs {base.tau:.2f} (gain {gain:+.2f} ± "
+               f"{se:.2f} per prompt)" if better else
+               f"{name}:{ids} tau {p.tau:.2f} vs {base.tau:.2f} as written (gain {gain:+.2f} ± "
+               f"{se:.2f}: not clearly better)")
+        out.append(Probe(name, p.tau, base.tau, better, msg))
+    return out
+
+
+# -- phase 4: verdict ------------------------------------------------------------------------------
+def ruled_out(name: str, checks) -> str | None:
+    """The passing check that shows the files cannot have fault `name` (static_checks.RULED_OUT_BY_PASS)."""
+    from eagle_nb.doctor.static_checks import RULED_OUT_BY_PASS
+    cid = RULED_OUT_BY_PASS.get(name)
+    return cid if cid and any(c.id == cid and c.status == "pass" for c in checks) else None
+
+
+def _hypotheses(profiles, ranked, checks, cat, crash_names) -> list[Hypothesis]:
+    evidence: dict[str, list[str]] = {}
+    for c in checks:
+        for f in c.faults:
+            evidence.setdefault(f, []).append(c.id)
+    order = [n for n, _, _ in ranked] or list(profiles)
+    score = {n: (d, w) for n, d, w in ranked}
+    out = []
+    for name in order:
+        story, ref, fix = _info(name, cat) if name != HEALTHY else (
+            "the pair as written, wired as the engines should wire it", "", "")
+        d, w = score.get(name, (None, None))
+        out.append(Hypothesis(name, story, ref, fix, profiles[name].as_dict(), d, w,
+                              evidence.get(name, []), ruled_out(name, checks)))
+    for name in list(crash_names) + [f for f in evidence if f not in profiles and f not in crash_names]:
+        story, ref, fix = _info(name, cat)
+        out.append(Hypothesis(name, story, ref, fix, None, None, None, evidence.get(name, [])))
+    return out
+
+
+def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
+    fails = [c for c in checks if c.status == "fail"]
+    if obs is not None and obs.crash_lines:
+        name = crashes.recognise("\n".join(obs.crash_lines))[0][0]
+        story, _, fix = _info(name, cat)
+        return Verdict(name, f"the engine log shows a known crash: {story}", fix, "high", "log")
+    if fails:
+        faults = [f for c in fails for f in c.faults]
+        faults.sort(key=lambda f: SEVERITY.index(f) if f in SEVERITY else len(SEVERITY))
+        c = next((c for c in fails if faults and faults[0] in c.faults), fails[0])
+        name = faults[0] if faults else "undetermined"
+        summary = f"the checkpoint itself is broken ({c.id}): {c.evidence}"
+        if obs is not None and name in profiles:
+            p = profiles[name]
+            summary += f"; this fault predicts tau {p.tau:.2f}, observed {obs.tau:.2f}"
+        return Verdict(name, summary, c.fix, "high", "static", [f for f in faults[1:] if f != name])
+    better = [p for p in probe_list if p.better]
+    if better:
+        best = max(better, key=lambda p: p.tau)
+        cause = PROBES[best.name][1]
+        story, _, fix = _info(cause, cat)
+        return Verdict(cause, f"{best.message}: {story}", fix, "medium", "probe")
+    if obs is None or not ranked:
+        base = profiles.get(HEALTHY)
+        warns = [c.id for c in checks if c.status == "warn"]
+        s = "no fault found: static checks pass" + (f" (warnings: {', '.join(warns)})" if warns else "")
+        if base is not None:
+            s += f"; the reference loop predicts tau {base.tau:.2f} at depth {base.depth}"
+        s += "; give what your engine reported (--observed-tau / --observed LOGFILE) to rank faults"
+        return Verdict(HEALTHY, s, "", "medium" if warns else "high", "none")
+    out = [r[0] for r in ranked if ruled_out(r[0], checks)]
+    ranked = [r for r in ranked if r[0] not in out]
+    name, dist, _ = ranked[0]
+    also = ranking.ties(ranked)
+    warned = {f for c in checks if c.status == "warn" for f in c.faults}
+    conf = ranking.confidence(ranked, static_support=name in warned)
+    pred = profiles[name]
+    if name == HEALTHY:
+        return Verdict(HEALTHY, f"consistent with a healthy pair: observed tau {obs.tau:.2f}, the "
+                       f"reference loop predicts {pred.tau:.2f} (z {dist:.1f})", "", conf,
+                       "observation", also)
+    story, _, fix = _info(name, cat)
+    tail = f"; equally consistent: {', '.join(also)}" if also else ""
+    near = [n for n in out if n in profiles and abs(profiles[n].tau - obs.tau) < abs(pred.tau - obs.tau) + 0.1]
+    tail += f" (ruled out by passing checks: {', '.join(near)})" if near else ""
+    if HEALTHY in profiles:
+        tail += f"; wired correctly this pair reaches tau {profiles[HEALTHY].tau:.2f}"
+    from eagle_nb.doctor.static_checks import SEES
+    seer = (SEES.get(name) or "").split(" ")[0].rstrip(",")
+    if seer and any(c.id == seer and c.status == "pass" for c in checks):
+        fix = (f"{fix} -- your files pass the '{seer}' check, so look at the converter or engine "
+               f"that reads them").lstrip(" -")
+    return Verdict(name, f"observed tau {obs.tau:.2f} fits '{name}' (predicted {pred.tau:.2f}, "
+                   f"z {dist:.1f}): {story}{tail}", fix, conf, "observation", also)
+
+
+def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int = 8,
+           max_new_tokens: int = 32, temperature: float = 0.0, observed_log=None,
+           observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
+           faults=None, pair=None, progress: bool = True) -> Diagnosis:
+    """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
+    target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
+    file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
+    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache)."""
+    from eagle_nb.doctor.observed import read_observation
+    from eagle_nb.doctor.static_checks import run_static
+    from eagle_nb.io.paths import SHIPPED_TARGET
+    from eagle_nb.io.weight_files import CheckpointError
+    target_path = target if target is not None else SHIPPED_TARGET
+    obs = read_observation(log=observed_log, url=observed_url, tau=observed_tau,
+                           per_position=observed_per_position, depth=depth)
+    k = depth or (obs.depth if obs is not None and obs.depth else 4)
+    inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
+              "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
+    notes: list[str] = []
+    cat = catalogue()
+    # 1. static
+    try:
+        checks, rep, _, _ = run_static(drafter, target_path)
+    except CheckpointError as e:
+        c = Check("checkpoint", "fail", "checkpoint readable", str(e), [], "fix the file named above")
+        return Diagnosis(Verdict("undetermined", f"the drafter cannot be read: {e}", c.fix, "high",
+                                 "static"), [c], observation=obs and obs.as_dict(), inputs=inputs)
+    # 2. dynamic
+    profiles, ranked, probe_list = {}, [], []
+    if dynamic and not rep.ok:
+        notes.append("dynamic part skipped: the checkpoint does not load strictly (see failed checks)")
+    elif dynamic:
+        from eagle_nb.experiment.pair import Pair, shipped_prompts
+        from eagle_nb.io.prompts import read_prompts
+        if prompts is None:
+            plist = shipped_prompts(n_prompts)
+        elif isinstance(prompts, (str, Path)):
+            plist = read_prompts(prompts)[:n_prompts]
+        else:
+            plist = list(prompts)[:n_prompts]
+        inputs["prompts"] = len(plist)
+        fmt_spec = rep.format == "speculators"
+        pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None)
+        checks.append(fc_range_check(pair, plist))
+        profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
+        notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
+        probe_list = probes(profiles, pair)
+    # 4. rank
+    if obs is not None and obs.depth is not None and obs.depth != k:
+        notes.append(f"observation depth {obs.depth} != --depth {k}: predictions use depth {k}")
+    if obs is not None and profiles and obs.tau == obs.tau:       # not NaN (crash-only log)
+        per = obs.per_position if obs.per_position and len(obs.per_position) == k else None
+        ranked = ranking.rank(profiles, obs.tau, per, obs.tau_se)
+        # exact ties (faults with no effect on this pair): healthy first, then faults a check
+        # points at, then the rest
+        seen = {f for c in checks if c.status != "pass" for f in c.faults}
+        ranked.sort(key=lambda r: (round(r[1], 9), r[0] != HEALTHY, r[0] not in seen))
+    verdict = _verdict(checks, obs, ranked, probe_list, profiles, cat)
+    crash_names = [n for n, _ in crashes.recognise("\n".join(obs.crash_lines))] if obs else []
+    hyps = _hypotheses(profiles, ranked, checks, cat, dict.fromkeys(crash_names))
+    return Diagnosis(verdict, checks, hyps, probe_list, obs.as_dict() if obs else None, inputs, notes)

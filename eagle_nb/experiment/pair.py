@@ -1,0 +1,129 @@
+"""A loaded target + drafter pair and the computing the CLI, notebooks and panels call:
+`Pair.run(prompts, setting) -> RunResult` and `Pair.sweep(prompts, settings) -> Sweep`.
+
+A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
+registry order; costly fault objects are built once per pair by `faults.Builds`) and hands its
+fields to `speculate.generate` as explicit arguments. Results are cached per (prompts, setting),
+so panels redraw without recomputing. Knows nothing about plotting or HTML.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from tqdm.auto import tqdm
+
+from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.results import RunResult, Sweep
+from eagle_nb.experiment.setting import Setting
+from eagle_nb.io.paths import (
+    SHIPPED_DRAFTER,
+    SHIPPED_DRAFTER_SPECULATORS,
+    SHIPPED_PROMPTS,
+)
+from eagle_nb.io.prompts import check_prompts
+from eagle_nb.loop.chain import generate, greedy_reference
+from eagle_nb.loop.metrics import from_stats
+from eagle_nb.loop.tree import generate_tree
+from eagle_nb.model.decoder import num_decoder_layers
+from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.model.limits import fit_prompt
+from eagle_nb.model.targets import load_target
+
+
+class Pair:
+    """A target and a drafter, loaded once. `run()` results are cached per setting."""
+
+    def __init__(self, target=None, drafter=None, *, device=None, dtype=None, device_map=None,
+                 speculators_path=None):
+        from eagle_nb.checkpoints.load import load_drafter
+        self.target_path = str(target) if target else None
+        self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map)
+        self.device = next(self.target.parameters()).device
+        self.drafter_path = str(drafter or SHIPPED_DRAFTER)
+        self.drafter = load_drafter(self.drafter_path, self.target,
+                                    dtype=next(self.target.parameters()).dtype, device=self.device)
+        self.speculators_path = speculators_path or (SHIPPED_DRAFTER_SPECULATORS if drafter is None else None)
+        self.num_layers = num_decoder_layers(self.target)
+        self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
+        self.builds = F.Builds(self.target, self.drafter, self.speculators_path)
+        self._cache: dict = {}
+
+    def wiring(self, setting: Setting = Setting()) -> F.Wiring:
+        """What the loop is given under `setting`: the healthy wiring with its faults applied."""
+        w = F.apply(F.Wiring(self.target, self.drafter, tuple(self.layer_ids)), setting.faults,
+                    self.builds)
+        if setting.layer_ids is not None:
+            w = w.but(layer_ids=setting.layer_ids,
+                      note=f"captured layers overridden: HF ids {list(setting.layer_ids)}")
+        return w
+
+    def encode(self, prompt: str) -> torch.Tensor:
+        return self.tokenizer(prompt, return_tensors="pt")["input_ids"].to(self.device)
+
+    def run(self, prompts, setting: Setting | None = None, *, check_reference: bool = False,
+            progress: bool = True, truncate_prompt: bool = False, **fields) -> RunResult:
+        """Speculate over `prompts` under `setting` (or `Setting(**fields)`, e.g. `depth=4,
+        faults=("fc-bypass",)`). With `check_reference`, greedy runs are also decoded target-only
+        and compared token for token. A prompt that does not fit the target's context is refused
+        before decoding unless `truncate_prompt` (limits.py)."""
+        if setting is None:
+            setting = Setting(**fields)
+        elif fields:
+            raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
+        prompts = tuple(check_prompts(prompts))
+        key = (prompts, setting, check_reference, truncate_prompt)
+        checked = (prompts, setting, True, truncate_prompt)
+        if not check_reference and checked in self._cache:
+            return self._cache[checked]          # same run, with the reference check as well
+        if key not in self._cache:
+            self._cache[key] = self._run(prompts, setting, check_reference, progress, truncate_prompt)
+        return self._cache[key]
+
+    def _run(self, prompts, s: Setting, check_reference: bool, progress: bool,
+             truncate_prompt: bool = False) -> RunResult:
+        w = self.wiring(s)
+        eos = self.tokenizer.eos_token_id
+        stats, outputs, match, ref_s = [], [], [], 0.0
+        for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
+                                   disable=not progress, leave=False)):
+            ids = fit_prompt(self.encode(w.prompt_format.format(prompt=p)), self.target,
+                             s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
+            kw = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, seed=s.seed + i,
+                      layer_ids=list(w.layer_ids), feature_mode=w.features, fc_policy=w.fc_policy,
+                      d2t=w.d2t, eos_token_id=eos)
+            if s.is_tree:      # SGLang/EAGLE dynamic tree (tree.py); depth = num_steps
+                toks, st = generate_tree(w.target, w.drafter, ids, s.depth, s.topk,
+                                         s.num_draft_tokens, **kw)
+            else:
+                toks, st = generate(w.target, w.drafter, ids, depth=s.depth, **kw)
+            stats.append(st)
+            outputs.append(self.tokenizer.decode(toks))
+            if check_reference and s.temperature == 0:
+                ref, t = greedy_reference(self.target, ids, s.max_new_tokens, eos_token_id=eos)
+                match.append(ref == toks)
+                ref_s += t
+        wiring = {**w.describe(), "target": self.target_path or "shipped", "drafter": self.drafter_path}
+        return RunResult(s, list(prompts), outputs, stats, from_stats(stats), wiring,
+                         match if match else None, ref_s or None, list(w.notes))
+
+    def sweep(self, prompts, settings, *, progress: bool = True) -> Sweep:
+        """Run every setting once (cached) over the same prompts."""
+        settings = list(settings)
+        return Sweep(self.run(prompts, s, progress=False)
+                     for s in tqdm(settings, desc="settings", disable=not progress))
+
+
+def shipped_prompts(n: int | None = None) -> list[str]:
+    from eagle_nb.io.prompts import read_prompts
+    p = read_prompts(SHIPPED_PROMPTS)
+    return p[:n] if n else p
+
+
+def run_prompts(target=None, drafter=None, prompts=None, device=None, check_reference=False,
+                **fields) -> RunResult:
+    pair = Pair(target, drafter, device=device)
+    t0 = time.perf_counter()
+    res = pair.run(prompts or shipped_prompts(), check_reference=check_reference, **fields)
+    res.notes.append(f"wall time {time.perf_counter() - t0:.1f}s")
+    return res

@@ -1,0 +1,184 @@
+"""Recordings of a target's greedy continuations with its aux hidden states: everything greedy
+chain speculation needs from the target, written once where the target runs, replayed anywhere.
+
+A recording is a directory: `recording.json` (target name, HF layer ids, widths, one entry per
+record) plus safetensors shards holding, per record, `<name>.input_ids` (prompt + greedy
+continuation, int64), `<name>.aux` (the aux states at every position that was fed to the target,
+layers concatenated in ascending HF id order) and optionally `<name>.final` (the final, post-norm
+hidden state). The continuation is decoded exactly as `speculate.greedy_reference` decodes (one
+token per forward, HF cache), for `max_new_tokens + lookahead` tokens and without stopping at EOS,
+so that a replay at depth <= lookahead sees every target token a live loop would verify.
+
+Readers: our format, plus the offline-training files of SpecForge and speculators
+(foreign_features.py). Knows nothing about drafters; replay.py uses the records.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from eagle_nb.loop.records import Record, RecordingError
+from eagle_nb.model.capture import capture
+from eagle_nb.model.decoder import num_decoder_layers
+from eagle_nb.model.layers import check_layer_ids
+
+INDEX = "recording.json"
+
+
+FORMAT = "eagle_nb.recording"
+
+
+VERSION = 1
+
+
+# -- writing ---------------------------------------------------------------------------------------
+def _cache_kwarg(model) -> str:
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+@torch.no_grad()
+def record_one(model, input_ids: torch.Tensor, layer_ids, n_tokens: int, *, final_hidden=False,
+               layers_path=None, dtype=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Greedy-decode `n_tokens` after `input_ids` (1, T0), one token per forward with the HF cache,
+    capturing the aux states of every fed position. Returns (ids (T0+n,), aux (T0+n-1, W),
+    final (T0+n-1, H) or None), all on the CPU. Works with a `device_map`-sharded model: inputs go
+    to the embedding's device and each captured state is moved to the CPU as it is recorded."""
+    from transformers import DynamicCache
+    dev = model.get_input_embeddings().weight.device
+    params = inspect.signature(model.forward).parameters
+    kw = {"use_cache": True}
+    if "logits_to_keep" in params:
+        kw["logits_to_keep"] = 1
+    cache_kw = _cache_kwarg(model)
+    kw[cache_kw] = DynamicCache(config=model.config) if "config" in \
+        inspect.signature(DynamicCache.__init__).parameters else DynamicCache()
+    ids, out_ids, auxs, finals = input_ids.to(dev), [], [], []
+    with capture(model, layer_ids, layers_path=layers_path, device="cpu", dtype=dtype) as states:
+        for _ in range(n_tokens):
+            out = model(input_ids=ids, output_hidden_states=final_hidden, **kw)
+            auxs.append(states.fused()[0])                                   # (t, W)
+            if final_hidden:
+                finals.append(out.hidden_states[-1][0].to("cpu", dtype or out.hidden_states[-1].dtype))
+            nxt = out.logits[0, -1].argmax()
+            out_ids.append(int(nxt))
+            ids = nxt.view(1, 1).to(dev)
+    full = torch.cat([input_ids[0].cpu(), torch.tensor(out_ids, dtype=torch.long)])
+    aux = torch.cat(auxs)[: full.numel() - 1]   # the last token is never fed
+    final = torch.cat(finals)[: full.numel() - 1] if final_hidden else None
+    return full, aux, final
+
+
+def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, lookahead: int = 8,
+           target_name: str = "", final_hidden: bool = False, layers_path=None, dtype=None,
+           shard_bytes: int = 256 * 2**20, eos_token_id=None, progress: bool = True) -> Path:
+    """Record greedy continuations of `prompts_ids` (list of (1, T0) tensors) into `out_dir`.
+    `layer_ids` are HF hidden_states ids. Each record holds max_new_tokens + lookahead tokens, so
+    replays at depth <= lookahead are exact."""
+    from safetensors.torch import save_file
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    L = num_decoder_layers(model, layers_path)
+    ids = check_layer_ids(layer_ids, L)
+    index = {"format": FORMAT, "version": VERSION, "target": target_name,
+             "model_class": type(model).__name__, "num_layers": L, "layer_ids_hf": ids,
+             "hidden_size": None, "max_new_tokens": max_new_tokens, "lookahead": lookahead,
+             "eos_token_id": eos_token_id, "final_hidden": final_hidden, "teacher_forced": False,
+             "source": "eagle_nb greedy decoding (one token per forward, HF cache)",
+             "dtype": None, "shards": [], "records": []}
+    shard, size = {}, 0
+
+    def flush():
+        nonlocal shard, size
+        if shard:
+            name = f"shard-{len(index['shards']):05d}.safetensors"
+            save_file(shard, str(out / name), metadata={"format": FORMAT})
+            index["shards"].append(name)
+        shard, size = {}, 0
+
+    for i, p in enumerate(tqdm(prompts_ids, desc=f"record {max_new_tokens}+{lookahead} tokens",
+                               disable=not progress)):
+        full, aux, final = record_one(model, p, ids, max_new_tokens + lookahead,
+                                      final_hidden=final_hidden, layers_path=layers_path, dtype=dtype)
+        name = f"r{i:06d}"
+        shard[f"{name}.input_ids"] = full
+        shard[f"{name}.aux"] = aux.contiguous()
+        if final is not None:
+            shard[f"{name}.final"] = final.contiguous()
+        index["hidden_size"] = aux.shape[-1] // len(ids)
+        index["dtype"] = str(aux.dtype).replace("torch.", "")
+        index["records"].append({"name": name, "shard": f"shard-{len(index['shards']):05d}.safetensors",
+                                 "prompt_len": int(p.shape[-1]), "length": int(full.numel())})
+        size += sum(t.numel() * t.element_size() for t in (full, aux) + ((final,) if final is not None else ()))
+        if size >= shard_bytes:
+            flush()
+    flush()
+    (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
+    return out
+
+
+# -- reading ---------------------------------------------------------------------------------------
+class Recording:
+    """A recording directory. Iterating yields `Record`s one at a time, read from their shard with
+    safetensors (memory-mapped): only the current record is in memory. Foreign formats
+    (SpecForge .ckpt, speculators .pt / hs_*.safetensors) are read by foreign_features.py."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        f = self.path / INDEX
+        if not f.exists():
+            from eagle_nb.loop.foreign_features import (
+                read_foreign,  # other trainers' files
+            )
+            self.meta, self._foreign = read_foreign(self.path)
+            return
+        self._foreign = None
+        try:
+            self.meta = json.loads(f.read_text())
+        except json.JSONDecodeError as e:
+            raise RecordingError(f"{f}: invalid JSON ({e})") from None
+        if self.meta.get("format") != FORMAT:
+            raise RecordingError(f"{f}: format {self.meta.get('format')!r} is not {FORMAT!r}")
+        for k in ("layer_ids_hf", "records", "max_new_tokens", "lookahead", "num_layers"):
+            if k not in self.meta:
+                raise RecordingError(f"{f}: missing field {k!r}")
+        missing = sorted({r["shard"] for r in self.meta["records"]} - {p.name for p in self.path.iterdir()})
+        if missing:
+            raise RecordingError(f"{f}: shard files listed but absent: {missing[:5]}")
+
+    @property
+    def teacher_forced(self) -> bool:
+        return bool(self.meta.get("teacher_forced"))
+
+    @property
+    def layer_ids(self) -> list[int] | None:
+        return self.meta.get("layer_ids_hf")
+
+    def __len__(self) -> int:
+        return len(self.meta["records"])
+
+    def __iter__(self):
+        if self._foreign is not None:
+            yield from self._foreign()
+            return
+        from safetensors import safe_open
+        for r in self.meta["records"]:
+            f = self.path / r["shard"]
+            name = r["name"]
+            try:
+                with safe_open(str(f), "pt") as st:
+                    keys = set(st.keys())
+                    for k in ("input_ids", "aux"):
+                        if f"{name}.{k}" not in keys:
+                            raise RecordingError(f"{f}: no tensor {name}.{k!r}")
+                    yield Record(name, st.get_tensor(f"{name}.input_ids").long(), int(r["prompt_len"]),
+                                 st.get_tensor(f"{name}.aux"),
+                                 st.get_tensor(f"{name}.final") if f"{name}.final" in keys else None)
+            except RecordingError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a corrupt shard is the user's file fault
+                raise RecordingError(f"{f}: cannot read record {name}: {type(e).__name__}: {e}") from None

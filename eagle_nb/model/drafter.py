@@ -1,0 +1,272 @@
+"""The EAGLE-3 draft model (arXiv 2503.01840), written top-down with checkpoint weight names.
+
+One decoder layer (`midlayer`) whose q/k/v read 2H = [input_layernorm(embed), hidden_norm(g)],
+embedding first, residual on g; `fc` fuses the n_aux target layers (n_aux*Ht -> H, no bias);
+logits are `lm_head(norm(out))` over the draft vocabulary, mapped to target ids with i + d2t[i].
+Facts: docs/drafter.md
+
+Two explicit input modes, never a width test: `fuse()` for target features (always applies fc and
+fails loudly on the wrong width), then `step()` on an H-wide state; later draft steps call `step()`
+with the drafter's own state. The engines' silent width check exists only as a named fault, passed
+explicitly: `fuse(x, fc_policy="engine-width-check")`. The d2t table in use can be passed the same
+way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault.
+
+Knows nothing about checkpoint formats (checkpoints.py) or the speculation loop (speculate.py).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from eagle_nb.model.config import ConfigError, DrafterConfig
+from eagle_nb.model.kv_cache import KVCache
+
+FC_STRICT = "strict"
+FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # FAULT: skip fc when the input is already H wide
+FC_POLICIES = (FC_STRICT, FC_ENGINE_WIDTH_CHECK)
+
+
+# The state fed back to the next draft step (docs/drafter.md). With norm_output
+# unset both give the pre-norm layer output; they differ only for norm_output=True drafts.
+FEEDBACK_SERVING = "serving"    # SGLang >= 0.5.12, vLLM: post-norm state when norm_output, else pre-norm
+FEEDBACK_PRENORM = "pre-norm"   # SpecForge training (whatever norm_output says), EAGLE, SGLang <= 0.5.11
+FEEDBACKS = (FEEDBACK_SERVING, FEEDBACK_PRENORM)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)   # one fused op
+        x32 = x.float()                  # half precision: normalise in fp32, as HF Llama does
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(x.dtype)
+
+
+def fused_weight(owner: nn.Module, linears) -> torch.Tensor:
+    """The row-concatenation of several Linear weights, so one matmul replaces several (small
+    models are overhead-bound). Cached under no_grad and rebuilt when any weight changes."""
+    if torch.is_grad_enabled():
+        return torch.cat([m.weight for m in linears])
+    key = tuple((id(m.weight), m.weight._version, m.weight.device, m.weight.dtype) for m in linears)
+    cached = owner.__dict__.get("_fused")
+    if cached is None or cached[0] != key:
+        cached = owner.__dict__["_fused"] = (key, torch.cat([m.weight for m in linears]))
+    return cached[1]
+
+
+def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
+    """RoPE inverse frequencies from the *draft* config (default, linear or llama3 scaling)."""
+    d = cfg.head_dim
+    inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    s = cfg.rope_scaling or {}
+    kind = s.get("rope_type", s.get("type", "default"))
+    if kind == "default":
+        pass
+    elif kind == "linear":
+        inv = inv / s["factor"]
+    elif kind == "llama3":
+        factor, lo, hi = s["factor"], s.get("low_freq_factor", 1.0), s.get("high_freq_factor", 4.0)
+        old = s.get("original_max_position_embeddings", 8192)
+        wavelen = 2 * math.pi / inv
+        smooth = (old / wavelen - lo) / (hi - lo)
+        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
+        mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+        inv = torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+    else:
+        raise ConfigError(f"rope_scaling type {kind!r} is not supported by the eagle_nb drafter")
+    return inv.float()
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        H, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.nh, self.nkv, self.hd = nh, nkv, hd
+        self.q_proj = nn.Linear(2 * H, nh * hd, bias=False)   # input is 2H: [embed, hidden]
+        self.k_proj = nn.Linear(2 * H, nkv * hd, bias=False)
+        self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
+        self.o_proj = nn.Linear(nh * hd, H, bias=False)
+
+    def forward(self, x, cos, sin, cache: KVCache | None, start: int, mask=None):
+        """x (B, T, 2H) at positions start..start+T-1. `cache.update` returns every key the
+        queries may see (B, nkv, S, hd); `mask` (T, S) bool overrides the positional causal
+        mask, for key layouts that are not one sequence (training-time test, trees)."""
+        B, T, _ = x.shape
+        nq, nk = self.nh * self.hd, self.nkv * self.hd
+        qkv = F.linear(x, fused_weight(self, (self.q_proj, self.k_proj, self.v_proj)))
+        q, k, v = qkv.split([nq, nk, nk], dim=-1)
+        q = q.view(B, T, self.nh, self.hd).transpose(1, 2)                 # (B, nh, T, hd)
+        k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)                # (B, nkv, T, hd)
+        v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if cache is not None:
+            k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
+        S = k.shape[2]
+        if mask is not None:
+            if tuple(mask.shape) != (T, S):
+                raise ValueError(f"attention mask is {tuple(mask.shape)}, expected (T, S) = {(T, S)}")
+            causal = False
+        elif T == 1:
+            mask, causal = None, False          # one query attends to every cached key
+        elif S == T:
+            mask, causal = None, True
+        else:                                   # extend after a cached prefix
+            qpos = torch.arange(start, start + T, device=x.device)
+            mask, causal = torch.arange(S, device=x.device)[None, :] <= qpos[:, None], False
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
+                                           enable_gqa=self.nkv != self.nh)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x):
+        gate, up = F.linear(x, fused_weight(self, (self.gate_proj, self.up_proj))).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class Eagle3DecoderLayer(nn.Module):
+    def __init__(self, cfg: DrafterConfig):
+        super().__init__()
+        H, eps = cfg.hidden_size, cfg.rms_norm_eps
+        self.input_layernorm = RMSNorm(H, eps)           # on the token embedding
+        self.hidden_norm = RMSNorm(H, eps)               # on the fused / recurrent state g
+        self.self_attn = Attention(cfg)
+        self.post_attention_layernorm = RMSNorm(H, eps)
+        self.mlp = MLP(cfg)
+        self.norm_before_residual = cfg.norm_before_residual
+
+    def forward(self, e, g, cos, sin, cache, start, mask=None):
+        # e: (B, T, H) token embeddings; g: (B, T, H) fused target state or previous draft state
+        gn = self.hidden_norm(g)
+        residual = gn if self.norm_before_residual else g
+        x = torch.cat([self.input_layernorm(e), gn], dim=-1)           # (B, T, 2H), embed first
+        h = residual + self.self_attn(x, cos, sin, cache, start, mask)
+        return h + self.mlp(self.post_attention_layernorm(h))          # (B, T, H), pre-norm
+
+
+class Eagle3Drafter(nn.Module):
+    def __init__(self, cfg: DrafterConfig, feedback: str = FEEDBACK_SERVING):
+        super().__init__()
+        self.config = cfg
+        self.set_feedback(feedback)
+        H, Ht = cfg.hidden_size, cfg.target_hidden_size
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, H)
+        if cfg.norm_before_fc:
+            self.input_norm = RMSNorm(cfg.fc_in_features, cfg.rms_norm_eps)
+        if cfg.fc_norm:
+            self.fc_norm = nn.ModuleList(RMSNorm(Ht, cfg.rms_norm_eps) for _ in range(cfg.num_aux))
+        self.fc = nn.Linear(cfg.fc_in_features, H, bias=False)
+        self.midlayer = Eagle3DecoderLayer(cfg)
+        self.norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(H, cfg.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
+        self.register_buffer("t2d", torch.ones(cfg.vocab_size, dtype=torch.bool)
+                             if cfg.draft_vocab_size == cfg.vocab_size
+                             else torch.zeros(cfg.vocab_size, dtype=torch.bool))
+        self.register_buffer("inv_freq", rope_inv_freq(cfg), persistent=False)
+
+    # -- the two input modes -------------------------------------------------------------------
+    def fuse(self, target_features: torch.Tensor, fc_policy: str = FC_STRICT) -> torch.Tensor:
+        """Target features (B, T, n_aux*Ht), layers in ascending order -> fused state (B, T, H).
+        `fc_policy` is strict unless a named fault asks for the engines' width check."""
+        if fc_policy not in FC_POLICIES:
+            raise ValueError(f"unknown fc_policy {fc_policy!r}; known: {FC_POLICIES}")
+        width, want = target_features.shape[-1], self.config.fc_in_features
+        if fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
+            return target_features               # ABLATION: the engines' silent skip of fc
+        if width != want:
+            raise ValueError(
+                f"target features are {width} wide but this drafter's fc expects {want} "
+                f"(= {self.config.num_aux} aux layers x {self.config.target_hidden_size}); "
+                f"the target's auxiliary hidden states were not captured/concatenated")
+        x = target_features
+        if self.config.fc_norm:
+            chunks = x.split(self.config.target_hidden_size, dim=-1)
+            x = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
+        if self.config.norm_before_fc:
+            x = self.input_norm(x)
+        return self.fc(x)
+
+    def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0,
+             positions: torch.Tensor | None = None, mask: torch.Tensor | None = None):
+        """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
+        of tokens t, written at cache slots start..start+T-1. Chain: slot == RoPE position, causal.
+        Tree drafts (tree.py) pass RoPE `positions` (T,) and a bool `mask` (T, start+T), True =
+        attend. Returns (draft logits (B, T, Vd), next state)."""
+        T = input_ids.shape[1]
+        if positions is None:
+            cos, sin = self._rope(start + T, g)
+            cos, sin = cos[start:start + T], sin[start:start + T]       # (T, hd)
+        else:
+            cos, sin = self._rope(int(positions.max()) + 1, g)
+            cos, sin = cos[positions], sin[positions]                    # (T, hd)
+        e = self.embed_tokens(input_ids)                                 # (B, T, H)
+        h = self.midlayer(e, g, cos, sin, cache, start, mask)            # (B, T, H) pre-norm
+        hn = self.norm(h)
+        logits = self.lm_head(hn)                                        # (B, T, Vd)
+        return logits, (hn if self.feeds_back_post_norm else h)
+
+    def set_feedback(self, feedback: str) -> None:
+        """Choose the fed-back state: FEEDBACK_SERVING (default, what the engines serve) or
+        FEEDBACK_PRENORM (what SpecForge trains norm_output drafts with)."""
+        if feedback not in FEEDBACKS:
+            raise ValueError(f"feedback must be one of {FEEDBACKS}, got {feedback!r}")
+        self.feedback = feedback
+
+    @property
+    def feeds_back_post_norm(self) -> bool:
+        return bool(self.config.norm_output) and self.feedback == FEEDBACK_SERVING
+
+    def _rope(self, n: int, like: torch.Tensor):
+        """cos/sin tables for positions 0..n-1, grown on demand and kept (no per-step rebuild)."""
+        tab = getattr(self, "_rope_tab", None)
+        if (tab is None or tab[2] is not self.inv_freq or tab[0].shape[0] < n
+                or tab[0].dtype != like.dtype or tab[0].device != like.device):
+            m = max(n, 2 * (tab[0].shape[0] if tab is not None else 256))
+            freqs = torch.arange(m, device=like.device, dtype=torch.float32)[:, None] * \
+                self.inv_freq.to(like.device)[None, :]                  # (m, hd/2)
+            emb = torch.cat([freqs, freqs], dim=-1)
+            tab = self._rope_tab = (emb.cos().to(like.dtype), emb.sin().to(like.dtype), self.inv_freq)
+        return tab[0], tab[1]
+
+    def forward(self, input_ids, target_features):
+        """First draft step over all positions, causal, no cache: (draft logits, next state)."""
+        return self.step(input_ids, self.fuse(target_features))
+
+    # -- vocabulary mapping --------------------------------------------------------------------
+    # `d2t` defaults to this drafter's own table; a named fault passes the table it uses instead.
+    def draft_to_target(self, draft_ids: torch.Tensor, d2t: torch.Tensor | None = None) -> torch.Tensor:
+        d2t = self.d2t if d2t is None else d2t
+        return draft_ids + d2t[draft_ids]
+
+    def target_logits(self, draft_logits: torch.Tensor, d2t: torch.Tensor | None = None) -> torch.Tensor:
+        """Scatter draft logits (.., Vd) into the target vocabulary (.., V), -inf elsewhere (vLLM)."""
+        d2t = self.d2t if d2t is None else d2t
+        out = draft_logits.new_full((*draft_logits.shape[:-1], self.config.vocab_size), float("-inf"))
+        idx = torch.arange(self.config.draft_vocab_size, device=draft_logits.device) + d2t
+        out[..., idx] = draft_logits
+        return out
+
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
+        c = self.config
+        p = self.fc.weight
+        return KVCache(1, batch_size, max_len, c.num_key_value_heads, c.head_dim, p.device, p.dtype)

@@ -1,0 +1,129 @@
+"""The package's layout rules (eagle_nb/__init__.py): subpackages import only from themselves and
+from the ones above them in `ORDER`, no module imports another module's private name, no import
+cycles between modules, no module over 300 lines, and notebooks import only the façade."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "eagle_nb"
+ORDER = ["io", "model", "checkpoints", "loop", "experiment", "doctor", "engines", "views", "report",
+         "train", "cli"]
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        parts = p.relative_to(PKG).with_suffix("").parts
+        out[".".join(("eagle_nb", *parts)).removesuffix(".__init__")] = p
+    return out
+
+
+def imports_of(path: Path) -> list[tuple[str, list[str], int]]:
+    """(module, imported names, line) for every `eagle_nb` import, at any depth in the file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("eagle_nb"):
+            found.append((node.module, [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            found.append(("." * node.level + (node.module or ""), [a.name for a in node.names], node.lineno))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, [], node.lineno) for a in node.names if a.name.startswith("eagle_nb")]
+    return found
+
+
+def subpackage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ORDER) else None
+
+
+def test_every_subpackage_is_in_the_order_and_nothing_else_is_flat():
+    """Each directory under eagle_nb/ is a listed subpackage; the only flat modules are the façade."""
+    dirs = {p.name for p in PKG.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert dirs == set(ORDER)
+    flat = {p.name for p in PKG.glob("*.py")}
+    assert flat <= {"__init__.py", "__main__.py"}, flat
+
+
+def test_imports_follow_the_order():
+    """A module imports from its own subpackage or one above it; never relatively, never below."""
+    bad = []
+    for mod, path in modules().items():
+        own = subpackage(mod)
+        for target, _, line in imports_of(path):
+            if target.startswith("."):
+                bad.append(f"{path.relative_to(ROOT)}:{line} relative import {target}")
+                continue
+            sub = subpackage(target)
+            if own is None or sub is None:
+                continue            # the façade may import anything; anything may import a package root
+            if ORDER.index(sub) > ORDER.index(own):
+                bad.append(f"{path.relative_to(ROOT)}:{line} ({own}) imports {target} ({sub}, below)")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_private_names_across_modules():
+    """`from eagle_nb.x import _name` is a reach-in: what another module needs is public."""
+    bad = [f"{p.relative_to(ROOT)}:{line} imports {n} from {m}"
+           for p in [*PKG.rglob("*.py"), *ROOT.glob("tests/**/*.py")]
+           for m, names, line in imports_of(p) for n in names if n.startswith("_") and n != "__version__"]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles():
+    """The module graph (top-level imports and imports inside functions alike) has no cycle."""
+    mods = modules()
+    graph = {m: set() for m in mods}
+    for m, path in mods.items():
+        for target, names, _ in imports_of(path):
+            for cand in [f"{target}.{n}" for n in names] + [target]:
+                if cand in mods and cand != m and not mods[cand].name == "__init__.py":
+                    graph[m].add(cand)
+                    break
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for n in graph[m]:
+            if state.get(n) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(n):] + [n]))
+            if n not in state:
+                visit(n, stack + [n])
+        state[m] = 2
+    for m in graph:
+        if m not in state:
+            visit(m, [m])
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_modules_stay_short(path):
+    """No module over 300 lines: one concept each."""
+    assert len(path.read_text().splitlines()) <= 300
+
+
+def test_notebooks_import_only_the_facade():
+    """Notebook code imports `eagle_nb` names from the top-level package only."""
+    bad = []
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(nb.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                s = line.strip()
+                if (s.startswith("from eagle_nb.") or s.startswith("import eagle_nb.")):
+                    bad.append(f"{nb.name}: {s}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_file_points_outside_the_repository():
+    """Docs, code and data cite public sources or the repository's own docs, never a file elsewhere."""
+    needle = "reference/" + "eagle3"       # split so this test does not find itself
+    hits = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
+            if p.is_file() and ".git" not in p.parts and ".venv" not in p.parts[0]
+            and p.suffix in {".py", ".md", ".json", ".ipynb", ".toml", ".txt"}
+            and needle in p.read_text(errors="ignore")]
+    assert not hits, hits
