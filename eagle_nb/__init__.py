@@ -25,7 +25,7 @@ Where a new thing goes is written in `docs/architecture.md`.
 from importlib import import_module
 
 _EXPORTS = {
-    "capture": "model.capture", "eagle3_layers": "model.capture", "to_hf": "model.capture",
+    "capture": "model.capture", "eagle3_layers": "model.layers", "to_hf": "model.layers",
     "from_hf": "model.capture", "CapturedStates": "model.capture",
     "Eagle3Drafter": "model.drafter", "DrafterConfig": "model.config", "SpecConfig": "model.config",
     "load_target": "model.targets", "make_wrapper": "model.targets",
