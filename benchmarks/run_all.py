@@ -76,7 +76,9 @@ def load() -> str:
 
 
 def clean(text: str) -> str:
-    """Output as a terminal would leave it: a progress bar's carriage returns keep its last state."""
+    """Output as a terminal would leave it (a progress bar's carriage returns keep its last state),
+    with paths inside the checkout shown relative to it."""
+    text = text.replace(str(ROOT) + os.sep, "")
     return "\n".join(line.rsplit("\r", 1)[-1] for line in text.rstrip().split("\n"))
 
 

@@ -29,6 +29,7 @@ def test_results_page_names_command_machine_date_and_outputs(tmp_path):
                    "## broken", "FAILED (exit 1)", "nope"):
         assert needle in text, needle
     assert "step 1" not in text
+    assert str(ROOT) not in text          # paths inside the checkout are shown relative
 
 
 def test_only_runs_the_named_scripts(tmp_path):
