@@ -4,7 +4,7 @@
     python scripts/catalogue_table.py --check      # exit 1 when docs/catalogue.md is stale
 
 Measures nothing: the numbers come from `python -m eagle_nb.doctor.catalogue --out FILE.json`
-(about 45 minutes on a 2-core CPU). The page states the command, the setup the JSON records, the
+(tens of minutes on a CPU). The page states the command, the setup the JSON records, the
 machine and date when the JSON records them (`setup.machine`, `setup.date`).
 """
 from __future__ import annotations
