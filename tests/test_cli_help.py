@@ -39,7 +39,7 @@ def _parsers(parser=None, path=()):
 def _option_help(text: str, flag: str) -> str:
     """The help text printed for `flag` in a command's --help, joined onto one line."""
     body = text.split("\noptions:\n")[1].split("\nexamples:\n")[0]
-    m = re.search(rf"^  (?:-\w, )?{re.escape(flag)}(?: [A-Z_,.]+)?(.*(?:\n {{10,}}.*)*)", body, re.M)
+    m = re.search(rf"^  (?:-\w, )?{re.escape(flag)}(?: [A-Z_,.]+)?(.*(?:\n {{10,}}.*)*)", body, re.MULTILINE)
     assert m, (flag, body)
     return " ".join(m.group(1).split())
 
@@ -117,4 +117,4 @@ def test_fault_names_are_never_broken_in_help(capsys, monkeypatch, columns):
     for cmd in (["speculate"], ["engine", "compare"]):
         text = _help(capsys, *cmd)
         for f in FAULTS:
-            assert re.search(rf"(^|[\s:,]){re.escape(f.name)}(,|$)", text, re.M), (cmd, columns, f.name)
+            assert re.search(rf"(^|[\s:,]){re.escape(f.name)}(,|$)", text, re.MULTILINE), (cmd, columns, f.name)

@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import helpers
 import matplotlib
 import pytest
 
-import helpers
 from eagle_nb.experiment import faults as F
 from eagle_nb.views import doctor_plots, engine_figures, palette
 

@@ -12,7 +12,14 @@ from matplotlib.figure import Figure
 
 from eagle_nb.doctor.ranking import P_FLOOR, TAU_FLOOR
 from eagle_nb.experiment.faults import HEALTHY
-from eagle_nb.views.palette import FONT, NEUTRAL_COLOR, color, new_figure, plain, style_axes
+from eagle_nb.views.palette import (
+    FONT,
+    NEUTRAL_COLOR,
+    color,
+    new_figure,
+    plain,
+    style_axes,
+)
 
 
 def hypotheses_table(d) -> pd.DataFrame:
