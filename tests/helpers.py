@@ -195,15 +195,15 @@ class FakePair:
 def shown_texts(fig, shown_width_px=None, dpi=None):
     """[(text, size in pt as shown, window extent)] of every visible, non-empty text of a figure.
 
-    The figure is saved as a PNG at `dpi` pixels per inch (plots.DPI) and shown at its natural
-    size, or scaled down to `shown_width_px` CSS pixels (plots.SHOWN_WIDTH_PX) if wider; one CSS
+    The figure is saved as a PNG at `dpi` pixels per inch (palette.DPI) and shown at its natural
+    size, or scaled down to `shown_width_px` CSS pixels (palette.SHOWN_WIDTH_PX) if wider; one CSS
     pixel is 0.75 pt. So a text of `s` pt appears at s * dpi/96 * min(1, shown / natural) pt."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
-    from eagle_nb.views import plots
-    dpi = dpi or plots.DPI
-    shown_width_px = shown_width_px or plots.SHOWN_WIDTH_PX
+    from eagle_nb.views import palette
+    dpi = dpi or palette.DPI
+    shown_width_px = shown_width_px or palette.SHOWN_WIDTH_PX
     fig.set_dpi(dpi)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()

@@ -13,8 +13,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from eagle_nb.views import model_plots
-from eagle_nb.views import plots
+from eagle_nb.views import model_plots, palette, plots
 from eagle_nb.model.capture import CapturedStates, capture
 from eagle_nb.checkpoints.save import save_drafter
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
@@ -283,8 +282,8 @@ def _figures():
 
 
 def test_every_figure_is_legible_at_its_shown_size():
-    """Every text of every figure is >= 7 pt at the size the figure is shown (PNG at plots.DPI,
-    scaled to plots.SHOWN_WIDTH_PX when wider), inside the figure, and not printed over another."""
+    """Every text of every figure is >= 7 pt at the size the figure is shown (PNG at palette.DPI,
+    scaled to palette.SHOWN_WIDTH_PX when wider), inside the figure, and not printed over another."""
     problems = {name: helpers.legibility_problems(fig) for name, fig in _figures().items()}
     assert {n: p for n, p in problems.items() if p} == {}
 
@@ -311,12 +310,12 @@ def test_one_palette_and_one_position_axis():
     acc = plots.plot_acceptance({k: res[k] for k in ("healthy", "fc-bypass")})
     tvd = plots.plot_tau_vs_depth(curves)
     bar_colors = {matplotlib.colors.to_hex(p.get_facecolor()) for p in acc.axes[0].patches}
-    assert bar_colors == {plots.HEALTHY_COLOR, plots.FAULT_COLORS["fc-bypass"]}
+    assert bar_colors == {palette.HEALTHY_COLOR, palette.fault_color("fc-bypass")}
     lines = {ln.get_label(): ln for ln in tvd.axes[0].lines}
-    assert lines["healthy, T=0"].get_color() == lines["healthy, T=1"].get_color() == plots.HEALTHY_COLOR
+    assert lines["healthy, T=0"].get_color() == lines["healthy, T=1"].get_color() == palette.HEALTHY_COLOR
     assert lines["healthy, T=1"].get_linestyle() == "--"
     refs = [ln for lab, ln in lines.items() if lab.startswith("published:")]
-    assert refs and all(ln.get_color() == plots.REFERENCE_STYLE["color"] and "T=0" in ln.get_label()
+    assert refs and all(ln.get_color() == palette.REFERENCE_STYLE["color"] and "T=0" in ln.get_label()
                         for ln in refs)
     for ax in (acc.axes[1], tvd.axes[1]):
         xs = [x for ln in ax.lines for x in ln.get_xdata()]
