@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from eagle_nb.views import model_plots
 from eagle_nb.views import plots
+from eagle_nb.views.palette import fault_color
 from eagle_nb.model.capture import CapturedStates, capture
 from eagle_nb.checkpoints.save import save_drafter
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
@@ -311,7 +312,7 @@ def test_one_palette_and_one_position_axis():
     acc = plots.plot_acceptance({k: res[k] for k in ("healthy", "fc-bypass")})
     tvd = plots.plot_tau_vs_depth(curves)
     bar_colors = {matplotlib.colors.to_hex(p.get_facecolor()) for p in acc.axes[0].patches}
-    assert bar_colors == {plots.HEALTHY_COLOR, plots.FAULT_COLORS["fc-bypass"]}
+    assert bar_colors == {plots.HEALTHY_COLOR, fault_color("fc-bypass")}
     lines = {ln.get_label(): ln for ln in tvd.axes[0].lines}
     assert lines["healthy, T=0"].get_color() == lines["healthy, T=1"].get_color() == plots.HEALTHY_COLOR
     assert lines["healthy, T=1"].get_linestyle() == "--"

@@ -18,6 +18,8 @@ import io
 import pandas as pd
 from matplotlib.figure import Figure
 
+from eagle_nb.views.palette import HEALTHY_COLOR, fault_color  # noqa: F401 - HEALTHY_COLOR re-exported
+
 # -- published reference curves (docs/metrics.md) ---------------------------------------
 # vLLM chain drafts, mean acceptance length (tau, bonus included) vs K; vllm-project/vllm#20780.
 REFERENCE_TAU_VS_K = {
@@ -34,13 +36,7 @@ REFERENCE_N_ALPHA = {
 
 ACCEPT_COLOR, REJECT_COLOR, UNREACHED_COLOR, BONUS_COLOR = "#4caf50", "#e53935", "#e0e0e0", "#64b5f6"
 
-# -- one palette for the kit: healthy one colour, each fault its own, published references grey ---
-HEALTHY_COLOR = "#1565c0"
-FAULT_COLORS = {"layers0-keys-dropped": "#8d6e63", "d2t-absolute": "#8e24aa",
-                "wrapper-capture": "#ef6c00", "fc-bypass": "#c62828", "layer-ids+1": "#2e7d32",
-                "layer-ids-1": "#00897b"}
-_MORE = ("#ad1457", "#6d4c41", "#f9a825", "#283593", "#558b2f", "#00838f", "#4e342e", "#d81b60",
-         "#5e35b1", "#9e9d24")      # faults registered later, and combinations: stable by name
+# -- one palette for the kit (palette.py): healthy one colour, each fault its own, references grey --
 REFERENCE_STYLE = {"color": "#757575", "ls": "--", "lw": 1.2, "ms": 4, "mfc": "white"}
 REFERENCE_MARKERS = ("s", "^", "D", "v")
 TEMPERATURE_STYLE = {0.0: ("-", "o"), 1.0: ("--", "v")}   # line style and marker per temperature
@@ -53,13 +49,7 @@ WRAP = 9                # characters per line of a token label in a trace cell (
 
 def color(label: str) -> str:
     """The kit's colour for a setting label ('healthy', 'fc-bypass', 'a + b', '... , T=1')."""
-    import zlib
-    label = label.split(", T=")[0].split(", layers")[0]
-    if label == "healthy":
-        return HEALTHY_COLOR
-    if label in FAULT_COLORS:
-        return FAULT_COLORS[label]
-    return _MORE[zlib.crc32(label.encode()) % len(_MORE)]
+    return fault_color(label.split(", T=")[0].split(", layers")[0])
 
 
 def line_style(name: str) -> dict:
