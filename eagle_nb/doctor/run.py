@@ -124,7 +124,9 @@ def _hypotheses(profiles, ranked, checks, crash_names) -> list[Hypothesis]:
     return out
 
 
-def _verdict(checks, obs, ranked, probe_list, profiles) -> Verdict:
+def verdict(checks, obs, ranked, probe_list, profiles) -> Verdict:
+    """A recognised engine crash first; then a failing check (its most severe fault, by the
+    registry's `severity`); then a probe that clearly raises tau; then the ranking."""
     fails = [c for c in checks if c.status == "fail"]
     if obs is not None and obs.crash_lines:
         name = crashes.recognise("\n".join(obs.crash_lines))[0][0]
@@ -235,7 +237,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         # points at, then the rest
         seen = {f for c in checks if c.status != "pass" for f in c.faults}
         ranked.sort(key=lambda r: (round(r[1], 9), r[0] != HEALTHY, r[0] not in seen))
-    verdict = _verdict(checks, obs, ranked, probe_list, profiles)
+    v = verdict(checks, obs, ranked, probe_list, profiles)
     crash_names = [n for n, _ in crashes.recognise("\n".join(obs.crash_lines))] if obs else []
     hyps = _hypotheses(profiles, ranked, checks, dict.fromkeys(crash_names))
-    return Diagnosis(verdict, checks, hyps, probe_list, obs.as_dict() if obs else None, inputs, notes)
+    return Diagnosis(v, checks, hyps, probe_list, obs.as_dict() if obs else None, inputs, notes)
