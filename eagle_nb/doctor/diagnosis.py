@@ -128,7 +128,7 @@ class Diagnosis:
 
     @property
     def healthy(self) -> bool:
-        return self.verdict.cause == "healthy"
+        return self.verdict.cause == F.HEALTHY
 
     def check(self, check_id: str) -> Check:
         for c in self.checks:

@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from eagle_nb.doctor.ranking import P_FLOOR, TAU_FLOOR
+from eagle_nb.experiment.faults import HEALTHY
 
 
 def hypotheses_table(d) -> pd.DataFrame:
@@ -36,7 +37,7 @@ def plot_diagnosis(d, top: int = 4) -> Figure:
     names = [h.fault for h in hyps][::-1]
     taus = [h.predicted["tau"] for h in hyps][::-1]
     ses = [h.predicted["tau_se"] for h in hyps][::-1]
-    colors = ["#4caf50" if n == "healthy" else "#90a4ae" for n in names]
+    colors = ["#4caf50" if n == HEALTHY else "#90a4ae" for n in names]
     if d.verdict.cause in names:
         colors[names.index(d.verdict.cause)] = "#e53935"
     ax.barh(names, taus, xerr=ses, color=colors, capsize=2)
