@@ -5,8 +5,8 @@ Four phases, each adding to one `diagnosis.Diagnosis`:
   2. dynamic: the kit's reference loop measures τ and per-position acceptance of the pair as
      written and under every catalogue fault that applies (faults registry), on the user's prompts;
      plus the fc activation range in half precision;
-  3. probes: faults that leave no static trace are tried the other way round (neighbouring layer-id
-     conventions, the target's embedding); one that clearly *raises* τ is a finding;
+  3. probes: the registry's faults that carry a `probe` are tried the other way round (neighbouring
+     layer-id conventions, the target's embedding); one that clearly *raises* τ is a finding;
   4. the observation (observed.py; crash texts via crashes.py) ranked against the predictions
      (ranking.py), and a verdict: static evidence first, then a recognised engine error, then a
      probe, then the ranking.

@@ -26,6 +26,7 @@ class Static:
     checks: tuple[str, ...]
     how: str = ""
     rules_out: bool = False
+    note: str = ""             # a remark after the checks' words (e.g. a variant no check sees)
 
     @property
     def check(self) -> str | None:
@@ -36,7 +37,8 @@ class Static:
         """The catalogue's 'static check' cell: 'lm-head, keys (fail)'; None: no static trace."""
         if not self.checks:
             return None
-        return ", ".join(self.checks) + (f" ({self.how})" if self.how else "")
+        return (", ".join(self.checks) + (f" ({self.how})" if self.how else "")
+                + (f"; {self.note}" if self.note else ""))
 
 
 NO_STATIC_TRACE = Static(())

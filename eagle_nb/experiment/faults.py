@@ -123,7 +123,7 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "the loader does not recognise d2t, so draft id i is taken as target id i",
           "docs/faults.md (vllm PR #18909)",
           "upgrade the engine so draft_id_to_target_id is loaded (vLLM PR #18909)",
-          Static(("d2t",), "warn: all-zero d2t with Vd < V; an engine ignoring d2t: none"),
+          Static(("d2t",), "warn: all-zero d2t with Vd < V", note="an engine ignoring d2t: none"),
           apply=fn.d2t_identity, changes="d2t", severity=80),
     Fault("d2t-side-file", SWITCH,
           "d2t/t2d were saved in a side file, not in the weights, so the engine uses the identity",
