@@ -194,12 +194,12 @@ def test_crash_texts_are_torch_own_and_recognised():
     crash fault's reproduced text is recognised as that fault in a log."""
     msg = crashes.reproduce("fc-width-mismatch", tokens=7, fc_in=576, hidden=192, n_states=2)
     assert msg == "mat1 and mat2 shapes cannot be multiplied (7x384 and 576x192)"
-    for name in crashes.CRASHES:
+    for name in crashes.crash_faults():
         log = f"ERROR 11-30 worker.py:1] RuntimeError: {crashes.reproduce(name)}\nINFO other"
         assert [n for n, _ in crashes.recognise(log)] == [name]
 
 
-@pytest.mark.parametrize("crash", sorted(crashes.CRASHES))
+@pytest.mark.parametrize("crash", sorted(crashes.crash_faults()))
 def test_log_with_a_crash_gives_a_log_verdict(tmp_path, crash):
     """A log carrying an engine's crash text (as `crashes.reproduce` writes it for this fault):
     the verdict names that crash-only fault, from the log, with its fix."""
@@ -286,11 +286,11 @@ SEEN = {   # fault -> (planted edit, check id, status)
 
 @pytest.mark.parametrize("fault", sorted(SEEN))
 def test_static_check_named_in_the_catalogue_sees_the_planted_fault(tmp_path, fault):
-    """For each fault the catalogue says a static check sees (static_checks.SEES), a checkpoint
+    """For each fault whose registry entry says a static check sees it (`static`), a checkpoint
     with that fault planted makes that check leave 'pass' and name the fault."""
-    from eagle_nb.doctor.static_checks import SEES
+    from eagle_nb.experiment.faults import entry
     edit, check_id, status = SEEN[fault]
-    assert SEES[fault] and SEES[fault].startswith(check_id)
+    assert entry(fault).static.check == check_id and entry(fault).static.text.startswith(check_id)
     checks, _, _, _ = run_static(plant(tmp_path, **edit), SHIPPED_TARGET)
     c = next(c for c in checks if c.id == check_id)
     assert c.status != "pass" and (status is None or c.status == status), c

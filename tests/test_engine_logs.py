@@ -186,3 +186,21 @@ def test_sampling_widens_the_tolerance():
     c = acceptance_metrics([4, 0, 2, 1, 2] * 20, 4)                 # delta tau -0.20
     kind, _, tol0 = judge(a, c, 0.0)
     assert kind == "under-accepts" and tol0["tau"] == 0.10
+
+
+def test_the_doctor_and_the_engines_read_logs_and_metrics_alike():
+    """One reader per source (io.engine_logs, io.prometheus): a truncated vLLM line is malformed
+    for both the engines' table and the doctor's observation, and the doctor's tau from a
+    /metrics page is the engines' counters' 1 + accepted / drafts."""
+    from eagle_nb.doctor import observed
+    m = traces(1)[0]
+    text = "\n".join([vllm_line(m), vllm_line(m)[:100], "acceptance ???"])
+    p, o = parse_log(text), observed.parse_log(text)
+    assert p.summary["counts"]["vllm"] == o.lines == 1 and p.summary["counts"]["malformed"] == 1
+    assert o.unparsed == 2 and o.tau == pytest.approx(1 + sum(p.df.per_position[0]))
+    page = ('vllm:spec_decode_num_drafts_total 40\nvllm:spec_decode_num_accepted_tokens_total 30\n'
+            + "".join(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n'
+                      for i, v in enumerate([20, 10])))
+    c, ob = parse_metrics(page), observed.parse_metrics(page)
+    assert ob.tau == pytest.approx(1 + c.num_accepted_tokens / c.num_drafts) == 1.75
+    assert ob.per_position == pytest.approx([x / c.num_drafts for x in c.accepted_per_pos])

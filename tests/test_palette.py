@@ -37,9 +37,8 @@ def test_fault_colour_is_the_registry_position():
 
 def test_a_newly_registered_fault_gets_the_next_colour(monkeypatch):
     """The palette reads the registry when asked, so a fault added to it is coloured by its position."""
-    new = SimpleNamespace(name="brand-new-fault")
-    monkeypatch.setattr(F, "FAULTS", (*F.FAULTS, new))
-    n = len(F.FAULTS) - 1
+    n = len(F.ORDER)
+    monkeypatch.setattr(F, "ORDER", {**F.ORDER, "brand-new-fault": n})   # as F.registered() does
     assert palette.fault_color("brand-new-fault") == palette.FAULT_PALETTE[n % len(palette.FAULT_PALETTE)]
     assert palette.color("brand-new-fault, T=1") == palette.fault_color("brand-new-fault")
 

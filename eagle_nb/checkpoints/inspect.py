@@ -49,7 +49,8 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     origin: dict = {}
     state, unexpected = rename(raw, rep.format, origin)
     rep.unexpected, ignored, notes = split_harmless(unexpected, str(wfile))
-    rep.warnings += notes
+    for note in notes:
+        rep.warn("ignored-keys", note)
     rep.notes["ignored_extras"] = ignored
     ours_of = {ck: ours for ours, ck in origin.items()}
     rep.key_names = {k: (ours_of.get(k), tuple(v.shape)) for k, v in raw.items()}
@@ -68,7 +69,7 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
                    f"{rep.format!r}, which uses `midlayer.*`)"
         elif any(k.startswith("midlayer.") for k in rep.unexpected):
             hint = " (`midlayer.*` are EAGLE/SGLang names in a speculators-format checkpoint)"
-        rep.problems.append(f"{wfile}: missing keys {rep.missing}, unexpected keys {rep.unexpected}{hint}")
+        rep.problem("keys", f"{wfile}: missing keys {rep.missing}, unexpected keys {rep.unexpected}{hint}")
     quantized = {k: str(v.dtype).replace("torch.", "") for k, v in state.items()
                  if k not in ("d2t", "t2d") and not v.is_floating_point()}
     if quantized:
@@ -89,7 +90,8 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
         L = getattr(target_config, "num_hidden_layers", None)
         rep.notes["aux_layer_ids_implied"] = (list(eagle3_layers(L)) if L else
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
-    rep.warnings += train_serve_warnings(raw_cfg, cfg, rep.format)
+    for w in train_serve_warnings(raw_cfg, cfg, rep.format):
+        rep.warn("train-serve", w)
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
     rep.notes["dtype"] = str(next((v.dtype for v in state.values() if v.is_floating_point()), None))
     return rep, state

@@ -62,19 +62,19 @@ def load_with_report(path, target, dtype, device) -> tuple[Eagle3Drafter, Report
     rep, state = inspect_checkpoint(path, tcfg)
     if "embed_tokens.weight" not in state:
         if temb is None:
-            rep.problems.append(f"{path}: checkpoint has no embed_tokens.weight; pass target= "
-                                f"(a path or model) to take it from the target")
+            rep.problem("embed-missing", f"{path}: checkpoint has no embed_tokens.weight; pass "
+                        f"target= (a path or model) to take it from the target")
         elif tuple(temb.shape) != (rep.config.vocab_size, rep.config.hidden_size):
-            rep.problems.append(f"target embedding {tuple(temb.shape)} != (vocab_size, hidden_size)"
-                                f" = ({rep.config.vocab_size}, {rep.config.hidden_size})")
+            rep.problem("embed-shape", f"target embedding {tuple(temb.shape)} != (vocab_size, "
+                        f"hidden_size) = ({rep.config.vocab_size}, {rep.config.hidden_size})")
         else:
             state["embed_tokens.weight"] = temb.detach().to("cpu")
     if not rep.ok:
         raise CheckpointError(f"cannot load drafter {path} (format {rep.format}):\n  - "
                               + "\n  - ".join(rep.problems))
-    for w in rep.warnings:
-        if "not drafter state" in w:
-            warnings.warn(w, CheckpointWarning, stacklevel=3)
+    for f in rep.findings:
+        if f.code == "ignored-keys":
+            warnings.warn(f.message, CheckpointWarning, stacklevel=3)
     return _build(rep.config, state, dtype, device), rep, temb
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from eagle_nb.experiment import faults as F
+
 SCHEMA_VERSION = 1
 STATUSES = ("pass", "warn", "fail", "skip")
 
@@ -73,6 +75,13 @@ class Check:
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"check {self.id}: status {self.status!r} not in {STATUSES}")
+        for name in self.faults:          # every fault a check names is a registry entry
+            F.entry(name)
+
+    @classmethod
+    def of(cls, cid, status, title, evidence, faults=(), fix="") -> "Check":
+        """A check whose faults are kept only when it warns or fails (a pass is evidence of none)."""
+        return cls(cid, status, title, evidence, list(faults) if status in ("warn", "fail") else [], fix)
 
 
 @dataclass
@@ -119,7 +128,7 @@ class Diagnosis:
 
     @property
     def healthy(self) -> bool:
-        return self.verdict.cause == "healthy"
+        return self.verdict.cause == F.HEALTHY
 
     def check(self, check_id: str) -> Check:
         for c in self.checks:

@@ -5,22 +5,17 @@ Formats (docs/metrics.md): vLLM logs
 `SpecDecoding metrics: Mean acceptance length: 1.05, ..., Per-position acceptance rate: 0.05, ...`
 and exposes `vllm:spec_decode_num_drafts[_total]`, `..._num_draft_tokens`, `..._num_accepted_tokens`,
 `..._num_accepted_tokens_per_pos{position="i"}`; SGLang logs `accept len: 1.05, accept rate: 0.21`
-in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`.
-
-This is a minimal reader behind one entry point, `read_observation`, so a fuller engine-log reader
-can replace it. Unknown lines are counted, never fatal. Crash texts are recognised by crashes.py.
-Knows nothing about models or faults.
+in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`. The lines and samples
+are read by `io.engine_logs` and `io.prometheus` (the readers `engines` uses too); this module
+pools them into one observation behind one entry point, `read_observation`. Unknown or malformed
+lines are counted, never fatal. Crash texts are recognised by crashes.py. Knows nothing about models.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-VLLM_LINE = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + _NUM)
-VLLM_ACCEPTED = re.compile(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens")
-VLLM_PER_POS = re.compile(r"Per-position acceptance rate: ([0-9., ]+?)(?:, Avg|$)")
-SGLANG_LINE = re.compile(r"accept len: " + _NUM + r"(?:, accept rate: " + _NUM + ")?")
+from eagle_nb.io.engine_logs import scan
+from eagle_nb.io.prometheus import read_spec_metrics
 
 
 @dataclass
@@ -56,28 +51,17 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
 
 
 def parse_log(text: str) -> Observation:
-    """Pool every vLLM SpecDecoding line (weighted by drafts when the counts are present) or every
-    SGLang accept-len line. Crash lines are attached by the caller (crashes.recognise)."""
+    """Pool every vLLM SpecDecoding line or every SGLang accept-len line. Crash lines are attached
+    (crashes.recognise)."""
     from eagle_nb.doctor.crashes import recognise
-    vllm, sglang, unparsed = [], [], 0
-    for line in text.splitlines():
-        m = VLLM_LINE.search(line)
-        if m:
-            per = VLLM_PER_POS.search(line)
-            counts = VLLM_ACCEPTED.search(line)
-            vllm.append((float(m.group(1)),
-                         [float(x) for x in per.group(1).split(",") if x.strip()] if per else None,
-                         (int(counts.group(1)), int(counts.group(2))) if counts else None))
-            continue
-        m = SGLANG_LINE.search(line)
-        if m:
-            sglang.append(float(m.group(1)))
-        elif "acceptance" in line.lower() or "accept len" in line:
-            unparsed += 1
+    lines = scan(text)
+    vllm = [r for r in lines.rows if r["engine"] == "vllm"]
+    sglang = [r["accept_length"] for r in lines.rows if r["engine"] == "sglang"]
+    unparsed = lines.counts["malformed"] + lines.other_mentions
     crash = [name_line[1] for name_line in recognise(text)]
     if vllm:
-        taus = [t for t, _, _ in vllm]
-        pers = [p for _, p, _ in vllm if p]
+        taus = [r["accept_length"] for r in vllm]
+        pers = [r["per_position"] for r in vllm if r["per_position"]]
         depth = len(pers[0]) if pers else None
         pers = [p for p in pers if len(p) == depth]
         per = [sum(col) / len(col) for col in zip(*pers)] if pers else None
@@ -96,30 +80,15 @@ def parse_log(text: str) -> Observation:
 
 def parse_metrics(text: str) -> Observation:
     """Prometheus text exposition from a vLLM or SGLang server."""
-    vals: dict[str, float] = {}
-    per: dict[int, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        m = re.match(r"([a-zA-Z_:]+)(\{[^}]*\})?\s+" + _NUM, line)
-        if not m:
-            continue
-        name, labels, v = m.group(1), m.group(2) or "", float(m.group(3))
-        name = name[:-len("_total")] if name.endswith("_total") else name
-        if name == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            pos = re.search(r'position="(\d+)"', labels)
-            if pos:
-                per[int(pos.group(1))] = per.get(int(pos.group(1)), 0.0) + v
-        else:
-            vals[name] = vals.get(name, 0.0) + v
-    drafts = vals.get("vllm:spec_decode_num_drafts")
+    m = read_spec_metrics(text)
+    drafts = m.totals.get("num_drafts")
     if drafts:
-        acc = vals.get("vllm:spec_decode_num_accepted_tokens", 0.0)
-        rates = [per[i] / drafts for i in sorted(per)] or None
+        acc = m.totals.get("num_accepted_tokens", 0.0)
+        rates = [a / drafts for a in m.accepted_per_pos] or None
         return Observation("metrics url", 1 + acc / drafts, len(rates) if rates else None, rates,
                            "vllm", lines=int(drafts))
-    if "sglang:spec_accept_length" in vals:
-        return Observation("metrics url", vals["sglang:spec_accept_length"], engine="sglang", lines=1)
+    if "spec_accept_length" in m.gauges:
+        return Observation("metrics url", m.gauges["spec_accept_length"], engine="sglang", lines=1)
     raise ValueError("no vllm:spec_decode_* counters (or zero drafts) and no sglang:spec_accept_length "
                      "gauge in the metrics text")
 

@@ -9,12 +9,12 @@ Two explicit input modes, never a width test: `fuse()` for target features (alwa
 fails loudly on the wrong width), then `step()` on an H-wide state; later draft steps call `step()`
 with the drafter's own state. The engines' silent width check exists only as a named fault, passed
 explicitly: `fuse(x, fc_policy="engine-width-check")`. The d2t table in use can be passed the same
-way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault.
-
-Knows nothing about checkpoint formats (checkpoints.py) or the speculation loop (speculate.py).
+way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault: a fault gets a
+`variant()`, sharing every weight. Knows nothing about checkpoint formats or the speculation loop.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -50,15 +50,35 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(x.dtype)
 
 
+def derived(owner: nn.Module) -> dict:
+    """The module's cache of tensors derived from its weights (RoPE tables, fused weights), the only
+    place such caches live, so `variant` starts one empty."""
+    return owner.__dict__.setdefault("_derived", {})
+
+
+def variant(module: nn.Module, **attrs) -> nn.Module:
+    """A shallow copy of `module` sharing every weight, with its own submodule / parameter / buffer
+    tables and an empty `derived` cache; `attrs` (submodules, buffers, plain attributes) are set on
+    the copy only, so the original is never touched. How a named fault changes a drafter."""
+    v = copy.copy(module)
+    v._modules, v._parameters, v._buffers = dict(module._modules), dict(module._parameters), \
+        dict(module._buffers)
+    v.__dict__["_derived"] = {}
+    for k, val in attrs.items():
+        setattr(v, k, val)
+    return v
+
+
 def fused_weight(owner: nn.Module, linears) -> torch.Tensor:
     """The row-concatenation of several Linear weights, so one matmul replaces several (small
     models are overhead-bound). Cached under no_grad and rebuilt when any weight changes."""
     if torch.is_grad_enabled():
         return torch.cat([m.weight for m in linears])
     key = tuple((id(m.weight), m.weight._version, m.weight.device, m.weight.dtype) for m in linears)
-    cached = owner.__dict__.get("_fused")
+    cache = derived(owner)
+    cached = cache.get("fused")
     if cached is None or cached[0] != key:
-        cached = owner.__dict__["_fused"] = (key, torch.cat([m.weight for m in linears]))
+        cached = cache["fused"] = (key, torch.cat([m.weight for m in linears]))
     return cached[1]
 
 
@@ -238,15 +258,21 @@ class Eagle3Drafter(nn.Module):
 
     def _rope(self, n: int, like: torch.Tensor):
         """cos/sin tables for positions 0..n-1, grown on demand and kept (no per-step rebuild)."""
-        tab = getattr(self, "_rope_tab", None)
+        cache = derived(self)
+        tab = cache.get("rope")
         if (tab is None or tab[2] is not self.inv_freq or tab[0].shape[0] < n
                 or tab[0].dtype != like.dtype or tab[0].device != like.device):
             m = max(n, 2 * (tab[0].shape[0] if tab is not None else 256))
             freqs = torch.arange(m, device=like.device, dtype=torch.float32)[:, None] * \
                 self.inv_freq.to(like.device)[None, :]                  # (m, hd/2)
             emb = torch.cat([freqs, freqs], dim=-1)
-            tab = self._rope_tab = (emb.cos().to(like.dtype), emb.sin().to(like.dtype), self.inv_freq)
+            tab = cache["rope"] = (emb.cos().to(like.dtype), emb.sin().to(like.dtype), self.inv_freq)
         return tab[0], tab[1]
+
+    def variant(self, **attrs) -> "Eagle3Drafter":
+        """This drafter sharing every weight, with fresh caches and `attrs` (fc, midlayer, inv_freq,
+        config, ...) replaced on the copy only."""
+        return variant(self, **attrs)
 
     def forward(self, input_ids, target_features):
         """First draft step over all positions, causal, no cache: (draft logits, next state)."""

@@ -25,10 +25,11 @@ from eagle_nb.experiment import faults as registry
 HEALTHY_COLOR = "#1565c0"
 # One colour per registered fault, by registry position (wrapping past the end); a label that is not
 # a registered fault (a combination 'a + b', a custom name) gets one by a stable hash of its text.
-FAULT_PALETTE = ("#c62828", "#ef6c00", "#8e24aa", "#2e7d32", "#00897b", "#8d6e63", "#ad1457",
-                 "#f9a825", "#5e35b1", "#558b2f", "#00838f", "#d81b60", "#9e9d24", "#4e342e",
-                 "#6a1b9a", "#ff7043", "#26a69a", "#7cb342", "#ec407a", "#795548", "#ab47bc",
-                 "#ffa000", "#0097a7", "#827717")
+FAULT_PALETTE = ("#8d6e63", "#ad1457", "#6d4c41", "#f9a825", "#283593", "#558b2f", "#00838f",
+                 "#4e342e", "#d81b60", "#5e35b1", "#9e9d24", "#bf360c", "#8e24aa", "#4527a0",
+                 "#ff7043", "#ef6c00", "#c62828", "#2e7d32", "#00897b", "#6a1b9a", "#827717",
+                 "#0097a7", "#7cb342", "#e64a19", "#3949ab", "#a1887f", "#f06292", "#004d40")
+PALETTE = FAULT_PALETTE   # (the panel's faults keep the colours the figures have always used)
 ACCEPT_COLOR, REJECT_COLOR = "#4caf50", "#e53935"        # a draft the target accepted / rejected
 UNREACHED_COLOR, BONUS_COLOR = "#e0e0e0", "#64b5f6"      # never checked / the target's own token
 NEUTRAL_COLOR = "#90a4ae"      # what a figure does not single out (other hypotheses, other layers)
@@ -54,16 +55,15 @@ def fault_color(name: str) -> str:
     A name that is not registered is a KeyError naming the registered ones."""
     if name == registry.HEALTHY:
         return HEALTHY_COLOR
-    names = [f.name for f in registry.FAULTS]
-    if name not in names:
-        raise KeyError(f"{name!r} is not a registered fault; known: {', '.join(names)}")
-    return FAULT_PALETTE[names.index(name) % len(FAULT_PALETTE)]
+    if name not in registry.ORDER:
+        raise KeyError(f"{name!r} is not a registered fault; known: {', '.join(registry.ORDER)}")
+    return FAULT_PALETTE[registry.ORDER[name] % len(FAULT_PALETTE)]
 
 
 def color(label: str) -> str:
     """The kit's colour for a setting label ('healthy', 'fc-bypass', 'a + b', '... , T=1')."""
     label = label.split(", T=")[0].split(", layers")[0]
-    if label == registry.HEALTHY or label in {f.name for f in registry.FAULTS}:
+    if label == registry.HEALTHY or label in registry.ORDER:
         return fault_color(label)
     return FAULT_PALETTE[zlib.crc32(label.encode()) % len(FAULT_PALETTE)]
 
