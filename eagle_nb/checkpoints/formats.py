@@ -1,5 +1,5 @@
 """What each drafter checkpoint format can carry, for its reference consumer and engine version,
-and what trainers leave in a file that is not drafter state (README "Formats").
+and what trainers leave in a file that is not drafter state (docs/formats.md).
 
 Pure tables and checks over key names and DrafterConfig fields: knows nothing about reading or
 writing files (checkpoints.py does that and asks this module what is lost or ignored).
@@ -21,7 +21,7 @@ HARMLESS_EXTRAS = (
      "optimizer / scheduler leftovers"),
 )
 
-# What the reference consumer of each format reads (README "Formats"). A drafter feature outside
+# What the reference consumer of each format reads (docs/formats.md). A drafter feature outside
 # its format is refused by save_drafter / convert unless allow_lossy=True.
 #   eagle: SafeAILab EAGLE `eagle/model/cnets.py` Model: 3 aux layers, head_dim = H / heads,
 #          rope_scaling linear or dynamic only, no EAGLE-3.1 flags.

@@ -4,7 +4,7 @@ exact error text (crashes.py), and which static check of the doctor sees each on
 `static`). The measuring loop is the doctor's (measure.py).
 
 `python -m eagle_nb.doctor.catalogue [--out FILE.json] [--markdown]` regenerates it on the shipped pair;
-the README's catalogue table is its `--markdown` output. Knows nothing about plotting.
+docs/catalogue.md is generated from the JSON (scripts/catalogue_table.py). Knows nothing about plotting.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def markdown(cat: dict) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m eagle_nb.doctor.catalogue", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="write the measured catalogue as JSON here")
-    ap.add_argument("--markdown", action="store_true", help="print the README table")
+    ap.add_argument("--markdown", action="store_true", help="print the table docs/catalogue.md shows")
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--n-prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=64)
