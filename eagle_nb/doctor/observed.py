@@ -5,7 +5,9 @@ Formats (docs/metrics.md): vLLM logs
 `SpecDecoding metrics: Mean acceptance length: 1.05, ..., Per-position acceptance rate: 0.05, ...`
 and exposes `vllm:spec_decode_num_drafts[_total]`, `..._num_draft_tokens`, `..._num_accepted_tokens`,
 `..._num_accepted_tokens_per_pos{position="i"}`; SGLang logs `accept len: 1.05, accept rate: 0.21`
-in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`.
+in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`. An SGLang log's depth
+comes from those two numbers, as `eagle-nb engine log` infers it (loop/sglang_formula.py): 1.05 and
+0.21 fit `accept_len / num_draft_tokens` with 5 draft tokens only, so a chain of k = 4.
 
 This is a minimal reader behind one entry point, `read_observation`, so a fuller engine-log reader
 can replace it. Unknown lines are counted, never fatal. Crash texts are recognised by crashes.py.
@@ -34,6 +36,7 @@ class Observation:
     lines: int = 0                          # metric lines pooled
     unparsed: int = 0                       # lines that mention acceptance but did not parse
     tau_se: float = 0.0                     # spread of tau over the pooled lines (standard error)
+    depth_note: str | None = None           # how the depth was inferred, when the log did not state it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -59,7 +62,7 @@ def parse_log(text: str) -> Observation:
     """Pool every vLLM SpecDecoding line (weighted by drafts when the counts are present) or every
     SGLang accept-len line. Crash lines are attached by the caller (crashes.recognise)."""
     from eagle_nb.doctor.crashes import recognise
-    vllm, sglang, unparsed = [], [], 0
+    vllm, sglang, rates, unparsed = [], [], [], 0
     for line in text.splitlines():
         m = VLLM_LINE.search(line)
         if m:
@@ -72,6 +75,7 @@ def parse_log(text: str) -> Observation:
         m = SGLANG_LINE.search(line)
         if m:
             sglang.append(float(m.group(1)))
+            rates.append(float(m.group(2)) if m.group(2) else None)
         elif "acceptance" in line.lower() or "accept len" in line:
             unparsed += 1
     crash = [name_line[1] for name_line in recognise(text)]
@@ -87,11 +91,29 @@ def parse_log(text: str) -> Observation:
         return Observation("vllm log", tau, depth, per, "vllm", crash, len(vllm), unparsed, se)
     if sglang:
         tau, se = _mean_se(sglang)
-        return Observation("sglang log", tau, None, None, "sglang", crash, len(sglang), unparsed, se)
+        depth, note = sglang_depth(sglang, rates)
+        return Observation("sglang log", tau, depth, None, "sglang", crash, len(sglang), unparsed, se,
+                           note)
     if crash:
         return Observation("log (crash)", float("nan"), None, None, None, crash, 0, unparsed)
     raise ValueError(f"no vLLM 'SpecDecoding metrics' line, SGLang 'accept len' line or known "
                      f"engine error found ({unparsed} acceptance-like lines did not parse)")
+
+
+def sglang_depth(lengths, rates) -> tuple[int | None, str | None]:
+    """(chain depth, how it was inferred) from SGLang's accept len / accept rate pairs: the one
+    formula and draft-token count that explain every line (loop/sglang_formula.py); a chain verifies
+    k + 1 tokens (topk 1). (None, why not) when the rates are missing or do not decide."""
+    from eagle_nb.loop.sglang_formula import FORMULAS, infer_sglang_formula
+    if not rates or any(r is None for r in rates):
+        return None, "the log lines carry no accept rate: give --depth"
+    f = infer_sglang_formula(lengths, rates)
+    n = f.get("num_draft_tokens")
+    if f["formula"] not in FORMULAS or f["explains"] < 1.0 or not n:
+        return None, (f"accept len / accept rate do not decide the draft-token count "
+                      f"({f['formula']}): give --depth")
+    return n - 1, (f"k = {n - 1} inferred from accept len / accept rate: {FORMULAS[f['formula']]} with "
+                   f"{n} draft tokens, a chain (topk 1)")
 
 
 def parse_metrics(text: str) -> Observation:

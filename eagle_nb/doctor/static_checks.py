@@ -133,11 +133,6 @@ def _ck(cid, status, title, evidence, faults=(), fix=""):
     return Check(cid, status, title, evidence, list(faults) if status in ("warn", "fail") else [], fix)
 
 
-def _layer_prefix(keys) -> str | None:
-    pats = {re.sub(r"\.\d+\..*$", "", k) for k in keys if re.search(r"\.layers\.\d+\.", "." + k)}
-    return min(pats, key=len) if pats else None
-
-
 # -- the checks ------------------------------------------------------------------------------------
 def check_format(rep, raw_cfg) -> Check:
     fmt = rep.format
@@ -371,17 +366,8 @@ def check_dtype(rep, state) -> Check:
 
 
 def check_target_layout(tmeta) -> Check:
-    if tmeta is None:
-        return _ck("target-layout", "skip", "target decoder layout", "no target")
-    prefix = _layer_prefix(tmeta.weight_keys)
-    ev = f"architectures {tmeta.architectures}; decoder layers under {prefix!r}"
-    if prefix in ("model.layers", "layers"):
-        return _ck("target-layout", "pass", "target decoder layout", ev + ": engine-style capture "
-                   "(`model.layers`) finds them")
-    return _ck("target-layout", "warn", "target decoder layout", ev + ": a wrapper layout; capture code "
-               "that looks for `model.layers` finds nothing and hands over the final hidden state",
-               ["wrapper-capture"], "serve with an engine version whose class for this architecture "
-               "passes the aux states (vLLM SupportsEagle3, SGLang set_eagle3_layers_to_capture; docs/faults.md)")
+    from eagle_nb.doctor.target_layout import layout_check
+    return layout_check(tmeta)
 
 
 def check_vocab(rep, tmeta) -> Check:
