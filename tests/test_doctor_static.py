@@ -156,12 +156,13 @@ SGLANG = ("[2026-11-30 08:00:00] Decode batch. #running-req: 1, #token: 90, toke
 
 def test_parse_vllm_and_sglang_log_lines():
     """vLLM: tau from the per-position rates (chain: 1 + sum), depth from their count; SGLang: the
-    accept len; unrelated lines are ignored, acceptance-like garbage is counted."""
+    accept len, and the depth its accept rate implies (k = 4); unrelated lines are ignored,
+    acceptance-like garbage is counted."""
     o = observed.parse_log("starting\n" + VLLM + "\n" + VLLM + "\nacceptance ???\n")
     assert o.engine == "vllm" and o.depth == 4 and o.lines == 2 and o.unparsed == 1
     assert o.tau == pytest.approx(1.05) and o.per_position == pytest.approx([0.04, 0.01, 0, 0])
     s = observed.parse_log(SGLANG)
-    assert s.engine == "sglang" and s.tau == pytest.approx(1.05) and s.depth is None
+    assert s.engine == "sglang" and s.tau == pytest.approx(1.05) and s.depth == 4   # 1.05 / 5 = 0.21
     with pytest.raises(ValueError, match="no vLLM"):
         observed.parse_log("nothing here")
 

@@ -297,8 +297,13 @@ def test_05_engine_agrees_with_reference_and_ablation(built):
 def test_06_doctor_verdicts(built):
     """The shipped pair passes the static part (no fail, healthy); tau 1.05 at k = 4 is blamed on a
     near-zero-acceptance fault with the healthy pair far down the ranking; a vLLM log written from
-    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture)."""
+    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture); the seed's
+    case (Kimi-K2.5 wrapper target that cannot run here, SGLang log) leads with wrapper-capture,
+    from the catalogue's signatures, at the depth the log implies."""
     r = rec(built, "06_doctor")
     assert r["static"]["cause"] == "healthy" and "fail" not in r["static"]["statuses"].values()
     assert r["observed"]["cause"] != "healthy" and r["observed"]["healthy_rank"] >= 2
     assert {r["from_log"]["cause"], *r["from_log"]["also"]} >= {"fc-bypass"}
+    seed = r["seed_case"]
+    assert seed["cause"] == "wrapper-capture" == seed["top"][0] and seed["basis"] == "signature"
+    assert seed["layout"] == "warn" and seed["depth"] == 4

@@ -34,6 +34,11 @@ def add_parser(sub):
     p.add_argument("--observed-per-position", metavar="A,B,...",
                    help="with --observed-tau: vLLM per-position acceptance rates")
     p.add_argument("--static-only", action="store_true", help="skip the reference-loop measurements")
+    p.add_argument("--features", metavar="RECORDING", default=None, help="a recording of the target "
+                   "(`eagle-nb record`, or SpecForge / speculators hidden-state files): when the target "
+                   "cannot run here, the pair's healthy tau is replayed from it")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow loading a target whose "
+                   "config needs its own code (auto_map); off by default")
     options.json_output(p)
     return p
 
@@ -50,6 +55,7 @@ def run(a) -> int:
     d = doctor(a.drafter, a.target, depth=a.depth, prompts=a.prompts, n_prompts=a.n_prompts,
                max_new_tokens=a.max_new_tokens, temperature=a.temperature,
                observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
-               observed_per_position=per, dynamic=not a.static_only, progress=not a.json)
+               observed_per_position=per, dynamic=not a.static_only, progress=not a.json,
+               features=a.features, trust_remote_code=a.trust_remote_code)
     print(d.to_json() if a.json else d.text())
     return 0 if d.healthy else 1

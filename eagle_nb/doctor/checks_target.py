@@ -6,18 +6,13 @@ through `target_meta` (lazily, never loaded). Knows nothing about speculation.
 """
 from __future__ import annotations
 
-import re
 
 import torch
 
 from eagle_nb.doctor.checks_drafter import ck
 from eagle_nb.doctor.diagnosis import Check
+from eagle_nb.doctor.target_layout import layout_check
 from eagle_nb.model.layers import eagle3_layers, from_hf, sglang_capture_ids, to_hf
-
-
-def _layer_prefix(keys) -> str | None:
-    pats = {re.sub(r"\.\d+\..*$", "", k) for k in keys if re.search(r"\.layers\.\d+\.", "." + k)}
-    return min(pats, key=len) if pats else None
 
 
 def engine_captures(rep, raw_cfg, L: int) -> dict:
@@ -135,17 +130,8 @@ def check_rope(rep, tmeta) -> Check:
 
 
 def check_target_layout(tmeta) -> Check:
-    if tmeta is None:
-        return ck("target-layout", "skip", "target decoder layout", "no target")
-    prefix = _layer_prefix(tmeta.weight_keys)
-    ev = f"architectures {tmeta.architectures}; decoder layers under {prefix!r}"
-    if prefix in ("model.layers", "layers"):
-        return ck("target-layout", "pass", "target decoder layout", ev + ": engine-style capture "
-                   "(`model.layers`) finds them")
-    return ck("target-layout", "warn", "target decoder layout", ev + ": a wrapper layout; capture code "
-               "that looks for `model.layers` finds nothing and hands over the final hidden state",
-               ["wrapper-capture"], "serve with an engine version whose class for this architecture "
-               "passes the aux states (vLLM SupportsEagle3, SGLang set_eagle3_layers_to_capture; docs/faults.md)")
+    """Text decoder or multimodal wrapper, decided from the config as data (target_layout.py)."""
+    return layout_check(tmeta)
 
 
 def check_vocab(rep, tmeta) -> Check:

@@ -8,7 +8,10 @@ and exposes `vllm:spec_decode_num_drafts[_total]`, `..._num_draft_tokens`, `..._
 in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`. The lines and samples
 are read by `io.engine_logs` and `io.prometheus` (the readers `engines` uses too); this module
 pools them into one observation behind one entry point, `read_observation`. Unknown or malformed
-lines are counted, never fatal. Crash texts are recognised by crashes.py. Knows nothing about models.
+lines are counted, never fatal. Crash texts are recognised by crashes.py. An SGLang log's depth
+comes from its two numbers, as `eagle-nb engine log` infers it (loop/sglang_formula.py): 1.05 and
+0.21 fit `accept_len / num_draft_tokens` with 5 draft tokens only, so a chain of k = 4.
+Knows nothing about models.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ class Observation:
     lines: int = 0                          # metric lines pooled
     unparsed: int = 0                       # lines that mention acceptance but did not parse
     tau_se: float = 0.0                     # spread of tau over the pooled lines (standard error)
+    depth_note: str | None = None           # how the depth was inferred, when the log did not state it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -57,6 +61,7 @@ def parse_log(text: str) -> Observation:
     lines = scan(text)
     vllm = [r for r in lines.rows if r["engine"] == "vllm"]
     sglang = [r["accept_length"] for r in lines.rows if r["engine"] == "sglang"]
+    rates = [r.get("accept_rate") for r in lines.rows if r["engine"] == "sglang"]
     unparsed = lines.counts["malformed"] + lines.other_mentions
     crash = [name_line[1] for name_line in recognise(text)]
     if vllm:
@@ -71,7 +76,9 @@ def parse_log(text: str) -> Observation:
         return Observation("vllm log", tau, depth, per, "vllm", crash, len(vllm), unparsed, se)
     if sglang:
         tau, se = _mean_se(sglang)
-        return Observation("sglang log", tau, None, None, "sglang", crash, len(sglang), unparsed, se)
+        depth, note = sglang_depth(sglang, rates)
+        return Observation("sglang log", tau, depth, None, "sglang", crash, len(sglang), unparsed, se,
+                           note)
     if crash:
         return Observation("log (crash)", float("nan"), None, None, None, crash, 0, unparsed)
     raise ValueError(f"no vLLM 'SpecDecoding metrics' line, SGLang 'accept len' line or known "
@@ -117,3 +124,19 @@ def read_observation(*, log: str | None = None, url: str | None = None, tau: flo
     if tau is not None:
         return from_numbers(tau, per_position, depth)
     return None
+
+
+def sglang_depth(lengths, rates) -> tuple[int | None, str | None]:
+    """(chain depth, how it was inferred) from SGLang's accept len / accept rate pairs: the one
+    formula and draft-token count that explain every line (loop/sglang_formula.py); a chain verifies
+    k + 1 tokens (topk 1). (None, why not) when the rates are missing or do not decide."""
+    from eagle_nb.loop.sglang_formula import FORMULAS, infer_sglang_formula
+    if not rates or any(r is None for r in rates):
+        return None, "the log lines carry no accept rate: give --depth"
+    f = infer_sglang_formula(lengths, rates)
+    n = f.get("num_draft_tokens")
+    if f["formula"] not in FORMULAS or f["explains"] < 1.0 or not n:
+        return None, (f"accept len / accept rate do not decide the draft-token count "
+                      f"({f['formula']}): give --depth")
+    return n - 1, (f"k = {n - 1} inferred from accept len / accept rate: {FORMULAS[f['formula']]} with "
+                   f"{n} draft tokens, a chain (topk 1)")

@@ -16,6 +16,7 @@ nothing about how the numbers are drawn or rendered.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from eagle_nb.doctor import crashes, ranking
@@ -117,10 +118,11 @@ def _hypotheses(profiles, ranked, checks, crash_names) -> list[Hypothesis]:
             "the pair as written, wired as the engines should wire it", "", "")
         d, w = score.get(name, (None, None))
         out.append(Hypothesis(name, story, ref, fix, profiles[name].as_dict(), d, w,
-                              evidence.get(name, []), ruled_out(name, checks)))
+                              evidence.get(name, []), ruled_out(name, checks), "measured"))
     for name in list(crash_names) + [f for f in evidence if f not in profiles and f not in crash_names]:
         story, ref, fix = _info(name)
-        out.append(Hypothesis(name, story, ref, fix, None, None, None, evidence.get(name, [])))
+        kind = "crash-only" if name in F.BY_NAME and F.BY_NAME[name].kind == "crash" else "not measured"
+        out.append(Hypothesis(name, story, ref, fix, None, None, None, evidence.get(name, []), kind=kind))
     return out
 
 
@@ -184,12 +186,16 @@ def verdict(checks, obs, ranked, probe_list, profiles) -> Verdict:
 def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int = 8,
            max_new_tokens: int = 32, temperature: float = 0.0, observed_log=None,
            observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
-           faults=None, pair=None, progress: bool = True) -> Diagnosis:
+           faults=None, pair=None, progress: bool = True, features=None,
+           trust_remote_code: bool = False) -> Diagnosis:
     """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
     target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
     file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
-    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache)."""
+    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache). A target
+    that cannot run here (preflight.py) is never loaded: an observation is then ranked against the
+    catalogue's fault signatures, relative to a healthy tau replayed from `features` if given."""
     from eagle_nb.doctor.observed import read_observation
+    from eagle_nb.doctor.preflight import plan, preflight
     from eagle_nb.doctor.static_checks import run_static
     from eagle_nb.io.paths import SHIPPED_TARGET
     from eagle_nb.io.weight_files import CheckpointError
@@ -199,10 +205,15 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     k = depth or (obs.depth if obs is not None and obs.depth else 4)
     inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
-    notes: list[str] = []
+    pre = None if pair is not None else preflight(target_path, trust_remote_code=trust_remote_code)
+    notes = plan(pre, dynamic=dynamic, features=features, depth=k,
+                 observed=obs and f"{obs.source}: tau {obs.tau:.2f} at k = {k}")
+    if progress:
+        print("\n".join(notes), file=sys.stderr, flush=True)
+    cat = F.BY_NAME                  # every fault the doctor can name: story, reference, fix
     # 1. static
     try:
-        checks, rep, _, _ = run_static(drafter, target_path)
+        checks, rep, state, _ = run_static(drafter, target_path)
     except CheckpointError as e:
         c = Check("checkpoint", "fail", "checkpoint readable", str(e), [], "fix the file named above")
         return Diagnosis(Verdict("undetermined", f"the drafter cannot be read: {e}", c.fix, "high",
@@ -211,7 +222,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     profiles, ranked, probe_list = {}, [], []
     if dynamic and not rep.ok:
         notes.append("dynamic part skipped: the checkpoint does not load strictly (see failed checks)")
-    elif dynamic:
+    elif dynamic and (pre is None or pre.can_run):
         from eagle_nb.experiment.pair import Pair, shipped_prompts
         from eagle_nb.io.prompts import read_prompts
         if prompts is None:
@@ -222,11 +233,18 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
             plist = list(prompts)[:n_prompts]
         inputs["prompts"] = len(plist)
         fmt_spec = rep.format == "speculators"
-        pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None)
+        pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None,
+                            trust_remote_code=trust_remote_code)
         checks.append(fc_range_check(pair, plist))
         profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)
+    if not profiles and obs is not None and obs.tau == obs.tau and not obs.crash_lines and rep.ok \
+            and not any(c.status == "fail" for c in checks):      # 2'. the catalogue's signatures
+        from eagle_nb.doctor.signatures import offline
+        v, hyps, more = offline(drafter, target_path, checks, rep, state, obs, k, cat, pre,
+                                features, max_new_tokens)
+        return Diagnosis(v, checks, hyps, [], obs.as_dict(), inputs, notes + more)
     # 4. rank
     if obs is not None and obs.depth is not None and obs.depth != k:
         notes.append(f"observation depth {obs.depth} != --depth {k}: predictions use depth {k}")

@@ -13,6 +13,7 @@ import pandas as pd
 
 from eagle_nb.io.engine_logs import TIMES, scan
 from eagle_nb.loop.metrics import SGLANG_RATE_FORMULAS as FORMULAS
+from eagle_nb.loop.sglang_formula import infer_sglang_formula
 
 COLUMNS = ["line_no", "time", "engine", "accept_length", "per_position", "draft_acceptance_rate",
            "accepted_tokens", "drafted_tokens", "accepted_throughput", "drafted_throughput",
@@ -79,30 +80,3 @@ def _vllm_summary(v: pd.DataFrame) -> dict:
             out["per_position_acceptance"] = [float(sum(p[i] * wi for p, wi in zip(pp, w)) / drafts)
                                               for i in range(k)]
     return out
-
-
-def infer_sglang_formula(lengths, rates, num_draft_tokens: int | None = None) -> dict:
-    """Which accept-rate formula fits every (accept len, accept rate) pair, allowing for the
-    two-decimal rounding of both numbers. Tries num_draft_tokens 2..17 unless given.
-    Returns {"formula", "num_draft_tokens", "explains": fraction of lines fitted}."""
-    cands = [num_draft_tokens] if num_draft_tokens else range(2, 18)
-    tol = 0.0051
-    best = {"formula": "unknown", "num_draft_tokens": None, "explains": 0.0}
-    fits_any = []
-    for n in cands:
-        for name, fn, slack in (("by_draft_tokens", lambda a: a / n, tol / n),
-                                ("by_drafts", lambda a: (a - 1) / (n - 1), tol / (n - 1))):
-            ok = [abs(r - fn(a)) <= tol + slack for a, r in zip(lengths, rates)]
-            frac = sum(ok) / len(ok) if ok else 0.0
-            if frac > best["explains"] + 1e-9:
-                best = {"formula": name, "num_draft_tokens": n, "explains": frac}
-            if frac == 1.0:
-                fits_any.append((name, n))
-    if len({f for f, _ in fits_any}) > 1:
-        best["formula"] = "ambiguous"                      # e.g. every draft accepted (len == N)
-        best["candidates"] = [{"formula": f, "num_draft_tokens": n} for f, n in fits_any]
-    if any(r > 1.0 for r in rates):
-        best = {"formula": "pre-#11572 (rate can exceed 1; formula unverified)",
-                "num_draft_tokens": None, "explains": 0.0}
-    best["meaning"] = FORMULAS.get(best["formula"], "")
-    return best

@@ -35,10 +35,11 @@ class Pair:
     """A target and a drafter, loaded once. `run()` results are cached per setting."""
 
     def __init__(self, target=None, drafter=None, *, device=None, dtype=None, device_map=None,
-                 speculators_path=None):
+                 speculators_path=None, trust_remote_code: bool = False):
         from eagle_nb.checkpoints.load import load_drafter
         self.target_path = str(target) if target else None
-        self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map)
+        self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map,
+                                                  trust_remote_code=trust_remote_code)
         self.device = next(self.target.parameters()).device
         self.drafter_path = str(drafter or SHIPPED_DRAFTER)
         self.drafter = load_drafter(self.drafter_path, self.target,
