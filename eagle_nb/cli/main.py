@@ -153,12 +153,15 @@ def cmd_speculate(a) -> int:
 
 
 def cmd_record(a) -> int:
+    from eagle_nb.cli.record_engine import cmd_record_engine, layer_ids
+    if a.engine != "transformers" or a.url:
+        return cmd_record_engine(a, _layers)
     from eagle_nb.io.prompts import read_prompts
     from eagle_nb.loop.recording import record
     from eagle_nb.model.decoder import num_decoder_layers
     from eagle_nb.model.targets import load_target
     model, tok = load_target(a.target, device=a.device, dtype=a.dtype, device_map=a.device_map)
-    ids = _layers(a.layers, a.convention, num_decoder_layers(model, a.layers_path))
+    ids = layer_ids(a, num_decoder_layers(model, a.layers_path), _layers)
     prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
     enc = [tok(p, return_tensors="pt")["input_ids"] for p in prompts]
     out = record(model, enc, a.out, ids, max_new_tokens=a.max_new_tokens, lookahead=a.lookahead,
@@ -303,7 +306,7 @@ def main(argv=None) -> None:
     g.add_argument("--prompt")
     g.add_argument("--prompts", help="JSON lines with a 'prompt' field")
     p.add_argument("--out", required=True, help="recording directory to write")
-    p.add_argument("--layers", default="eagle3", help="eagle3 | comma-separated ids (see --convention)")
+    p.add_argument("--layers", default=None, help="eagle3 (default) | comma-separated ids (see --convention)")
     p.add_argument("--convention", default="hf",
                    choices=["hf", "vllm", "speculators", "eagle", "sglang", "sglang-config", "specforge"])
     p.add_argument("--layers-path", default=None)
@@ -313,6 +316,8 @@ def main(argv=None) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--device-map", default=None, help="passed to from_pretrained, e.g. auto")
     p.add_argument("--dtype", default=None)
+    from eagle_nb.cli.record_engine import add_args as add_record_engine_args
+    add_record_engine_args(p)
     p.set_defaults(fn=cmd_record)
 
     p = sub.add_parser("report", help="execute the notebooks and render HTML reports")
