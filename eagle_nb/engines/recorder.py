@@ -12,6 +12,7 @@ vLLM specifics are hidden_states.py's.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -108,11 +109,12 @@ def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, max_new_tokens:
                      server: VllmServer | None = None, python=None, dtype: str = "auto",
                      tensor_parallel_size: int = 1, extra_args=(), concurrency: int = 8,
                      timeout: float = 600.0, target_name: str = "", progress: bool = True) -> Path:
-    """Record `prompts_ids` (token-id lists) on a vLLM engine into `out_dir`. `layer_ids` are HF
+    """Record `prompts_ids` (token-id lists or (1, T) tensors) on a vLLM engine into `out_dir`. `layer_ids` are HF
     ids (the drafter's, any order); the recording holds them ascending, as every recording does.
     The engine: `server` (started, e.g. by `hidden_states_server`), else the server at `url`
     (started with the documented flags and these ids), else one launched here and stopped after.
     With `final_hidden`, id L is captured too and normalised here with the target's final norm."""
+    prompts_ids = [torch.as_tensor(p).flatten().tolist() for p in prompts_ids]   # lists or (1, T) tensors
     parts = TargetParts(target)
     L = parts.config.num_hidden_layers
     ids = check_layer_ids(layer_ids, L)
@@ -163,7 +165,6 @@ def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, max_new_tokens:
     finally:
         if own is not None:
             own.stop()
-            import shutil
             shutil.rmtree(own.storage, ignore_errors=True)
 
 
