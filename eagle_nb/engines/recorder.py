@@ -86,7 +86,8 @@ def fetch(url: str, model: str, prompt_ids, n_tokens: int, n_layers: int,
     r = http_post_json(url + "/v1/completions", hs.completion_body(model, prompt_ids, n_tokens), timeout)
     out = r["choices"][0].get("token_ids")
     if out is None:
-        raise EngineError(f"{url}: the completion carries no token_ids (vLLM with `return_token_ids`, 0.10+)")
+        raise EngineError(f"{url}: the completion carries no token_ids "
+                          f"(this vLLM ignores `return_token_ids`)")
     path = hs.states_path(r, url)
     data = hs.read_states(path, timeout, cleanup=cleanup)
     full = torch.tensor([*prompt_ids, *out], dtype=torch.long)
@@ -109,8 +110,9 @@ def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, max_new_tokens:
                      server: VllmServer | None = None, python=None, dtype: str = "auto",
                      tensor_parallel_size: int = 1, extra_args=(), concurrency: int = 8,
                      timeout: float = 600.0, target_name: str = "", progress: bool = True) -> Path:
-    """Record `prompts_ids` (token-id lists or (1, T) tensors) on a vLLM engine into `out_dir`. `layer_ids` are HF
-    ids (the drafter's, any order); the recording holds them ascending, as every recording does.
+    """Record `prompts_ids` (token-id lists or (1, T) tensors) on a vLLM engine into `out_dir`.
+    `layer_ids` are HF ids (the drafter's, any order); the recording holds them ascending, as
+    every recording does.
     The engine: `server` (started, e.g. by `hidden_states_server`), else the server at `url`
     (started with the documented flags and these ids), else one launched here and stopped after.
     With `final_hidden`, id L is captured too and normalised here with the target's final norm."""
@@ -137,6 +139,7 @@ def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, max_new_tokens:
         version = hs.server_version(url)
         hs.check_engine_version(version, tensor_parallel_size)
         cols, model = hs.columns(served, ids), served_model(url)
+        lcol = hs.columns(served, [L])[0] if final_hidden else None
         norm = final_norm(parts) if final_hidden else None
         meta = {"source": f"vLLM {version} extract_hidden_states: the engine's greedy decoding "
                           f"(temperature 0, ignore_eos), one request per prompt",
@@ -155,7 +158,7 @@ def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, max_new_tokens:
                                                     desc=f"vLLM record {n_tokens} tokens",
                                                     disable=not progress)):
                 aux = states[:, cols].reshape(states.shape[0], -1)
-                final = rms_norm(states[:, served.index(L)], *norm) if norm else None
+                final = rms_norm(states[:, lcol], *norm) if norm else None
                 if final is not None and i == 0:
                     agree = final_agreement(parts, full, len(prompts_ids[0]), final)
                 w.add(full, len(prompts_ids[i]), aux, final)
