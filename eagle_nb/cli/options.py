@@ -64,9 +64,10 @@ def prompts(p, required: bool = True):
     return g
 
 
-def layers(p) -> None:
-    p.add_argument("--layers", default="eagle3",
-                   help="which layers: 'eagle3' (low, mid, high), 'all', or comma-separated ids")
+def layers(p, default: str | None = "eagle3") -> None:
+    p.add_argument("--layers", default=default,
+                   help="which layers: 'eagle3' (low, mid, high), 'all', or comma-separated ids"
+                        + ("" if default else " (default: eagle3)"))
     p.add_argument("--convention", default="hf", choices=CONVENTIONS,
                    help="how --layers ids are written: hf/vllm/speculators/eagle = input of layer k; "
                         "sglang-config/specforge = output of layer k (one less)")
