@@ -53,7 +53,7 @@ test: install engine
 	@command -v chromium >/dev/null 2>&1 || (apt-get install -y -qq chromium >/dev/null 2>&1 \
 		|| (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) \
 		|| echo "note: chromium not installed; the rendered-report browser test will be skipped")
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-slow: install
 	$(PY) -m pytest -q -m slow
