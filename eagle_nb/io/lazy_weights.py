@@ -249,3 +249,25 @@ def open_weights(path) -> Weights:
         absent_from_shard(f, wmap, sh, wf.entries)
         parts.update({k: wf for k in wf.entries if wmap.get(k) == sh})
     return Weights(f, parts)
+
+
+class LazyState(dict):
+    """A state dict {name: memory-mapped view} that remembers where each tensor lives
+    (`origin[name]` = its name in `weights`), so statistics can stream it instead of touching
+    the mapping. Renamed or added entries are plain tensors."""
+
+    def __init__(self, items, weights: Weights, origin: dict[str, str]):
+        super().__init__(items)
+        self.weights, self.origin = weights, origin
+
+
+def stream(state: dict, key: str, max_bytes: int = CHUNK_BYTES):
+    """Flattened 1-D copies of `state[key]` of at most `max_bytes`: read from the file when
+    `state` is a LazyState that knows the tensor, sliced from memory otherwise."""
+    if isinstance(state, LazyState) and key in state.origin:
+        yield from state.weights.chunks(state.origin[key], max_bytes)
+        return
+    flat = state[key].detach().reshape(-1)
+    step = max(1, max_bytes // max(flat.element_size(), 1))
+    for i in range(0, flat.numel(), step):
+        yield flat[i:i + step]
