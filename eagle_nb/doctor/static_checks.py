@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
+from eagle_nb.checkpoints.stats import EMBED, abs_max, embedding_agreement
 from eagle_nb.doctor.diagnosis import Check
+from eagle_nb.io.lazy_weights import LazyState, WeightFile
 from eagle_nb.model.layers import eagle3_layers, from_hf, sglang_capture_ids, to_hf
 
 FP16_MAX = 65504.0
@@ -82,9 +82,12 @@ class TargetMeta:
     def get(self, key, default=None):
         return self.config.get(key, default)
 
-    def embedding(self) -> torch.Tensor | None:
+    def embedding(self) -> dict:
+        """{"embed_tokens.weight": the target's input embedding} (a memory-mapped `LazyState`
+        for a checkpoint directory, streamed by checkpoints/stats.py), or {} when it has none."""
         e = self._embedding
-        return e() if callable(e) else e
+        e = e() if callable(e) else e
+        return e if isinstance(e, dict) else {} if e is None else {EMBED: e}
 
 
 def _embedding_key(keys) -> str | None:
@@ -122,8 +125,8 @@ def target_meta(target) -> TargetMeta | None:
     def read_embedding():
         if emb_key is None:
             return None
-        with safe_open(str(where[emb_key]), "pt") as h:
-            return h.get_tensor(emb_key)
+        wf = WeightFile(where[emb_key])
+        return LazyState({EMBED: wf.tensor(emb_key)}, wf, {EMBED: emb_key})
     return TargetMeta(str(path), dict(text, architectures=raw.get("architectures")),
                       list(raw.get("architectures") or []), keys, read_embedding)
 
@@ -275,15 +278,14 @@ def check_embed(rep, state, tmeta) -> Check:
                        "pair the drafter with the target it was trained on")
         return _ck("embed-tokens", "pass", "embed_tokens", ev)
     ev = f"present {tuple(emb.shape)}"
-    temb = tmeta.embedding() if tmeta is not None else None
+    tstate = tmeta.embedding() if tmeta is not None else {}
+    temb = tstate.get(EMBED)
     if temb is None:
         return _ck("embed-tokens", "pass", "embed_tokens", ev + "; no target embedding to compare")
     if tuple(temb.shape) != tuple(emb.shape):
         return _ck("embed-tokens", "fail", "embed_tokens", ev + f" vs target {tuple(temb.shape)}",
                    ["vocab-mismatch"], "pair the drafter with the target it was trained on")
-    a, b = emb.float(), temb.float()
-    rel = float((a - b).norm() / b.norm().clamp_min(1e-12))
-    cos = float(torch.nn.functional.cosine_similarity(a, b, dim=-1).mean())
+    rel, cos = embedding_agreement(state, tstate)   # streamed by blocks of rows
     ev += f"; vs target's: relative difference {rel:.3g}, mean row cosine {cos:.3f}"
     if rel < 1e-2:
         return _ck("embed-tokens", "pass", "embed_tokens", ev + " (the target's, as stored in fp16/bf16)")
@@ -363,7 +365,7 @@ def check_rope(rep, tmeta) -> Check:
 def check_dtype(rep, state) -> Check:
     floats = {k: v for k, v in state.items() if v.is_floating_point()}
     dtypes = sorted({str(v.dtype).replace("torch.", "") for v in floats.values()})
-    wmax = max(float(v.float().abs().max()) for v in floats.values())
+    wmax = abs_max(state)            # streamed: one chunk in memory at a time
     ev = f"weights {dtypes}, max |w| {wmax:.3g} (fp16 max {FP16_MAX:.0f})"
     if wmax > FP16_MAX:
         return _ck("dtype", "fail", "dtype ranges", ev, ["fp16-fc-overflow"], "serve in bf16 or fp32")
@@ -404,7 +406,7 @@ def run_static(drafter, target=None) -> tuple[list[Check], object, dict, TargetM
     if tmeta is not None:
         from types import SimpleNamespace
         tcfg = SimpleNamespace(**{k: tmeta.get(k) for k in ("vocab_size", "hidden_size", "num_hidden_layers")})
-    rep, state = inspect_checkpoint(drafter, tcfg)
+    rep, state = inspect_checkpoint(drafter, tcfg, scan=True)   # every value, streamed
     raw = read_config(drafter)
     checks = [check_format(rep, raw), check_keys(rep), check_d2t(rep, drafter, state),
               check_aux_ids(rep, raw, tmeta), check_fc_width(rep, state, tmeta),
