@@ -106,6 +106,8 @@ def inspect_checkpoint(path, target_config=None, *, scan: bool = False) -> tuple
         rep.notes["aux_layer_ids_implied"] = (list(eagle3_layers(L)) if L else
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
     rep.warnings += train_serve_warnings(raw_cfg, cfg, rep.format)
+    if "ids_disagree" in cfg.extra:
+        rep.warnings.append(cfg.extra["ids_disagree"] + "; eagle_nb uses the eagle_config field")
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
     rep.notes["dtype"] = str(next((v.dtype for v in state.values() if v.is_floating_point()), None))
     return rep, state

@@ -32,6 +32,8 @@ def _llama_dict(cfg: DrafterConfig, dtype: str) -> dict:
             # when the config has NO target_hidden_size (hasattr), whatever its value.
             **({"target_hidden_size": cfg.target_hidden_size}
                if cfg.target_hidden_size != cfg.hidden_size else {}),
+            **({"layer_types": ["sliding_attention"], "sliding_window": cfg.sliding_window}
+               if cfg.sliding_window else {}),
             "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
             "torch_dtype": dtype}
 

@@ -95,6 +95,7 @@ class Attention(nn.Module):
         super().__init__()
         H, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.nh, self.nkv, self.hd = nh, nkv, hd
+        self.window = cfg.sliding_window
         self.q_proj = nn.Linear(2 * H, nh * hd, bias=False)   # input is 2H: [embed, hidden]
         self.k_proj = nn.Linear(2 * H, nkv * hd, bias=False)
         self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
@@ -126,9 +127,25 @@ class Attention(nn.Module):
         else:                                   # extend after a cached prefix
             qpos = torch.arange(start, start + T, device=x.device)
             mask, causal = torch.arange(S, device=x.device)[None, :] <= qpos[:, None], False
+        if self.window is not None and start + T > self.window:
+            mask, causal = self._window_mask(start, T, S, mask, x.device), False
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
                                            enable_gqa=self.nkv != self.nh)
         return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
+
+
+    def _window_mask(self, start: int, T: int, S: int, mask, device):
+        """(T, S) causal mask limited to the last `window` positions of each query (the keys are
+        positions start+T-S .. start+T-1). Key layouts that are not one sequence (trees, the
+        training-time test) cannot be windowed here: refused rather than attended past it."""
+        if mask is not None:
+            raise ValueError(f"this drafter's config sets sliding_window {self.window} and the "
+                             f"sequence reaches position {start + T - 1}: tree and training-time "
+                             f"layouts are not windowed by eagle_nb; keep prompt + draft within "
+                             f"{self.window} tokens")
+        qpos = torch.arange(start, start + T, device=device)[:, None]
+        kpos = torch.arange(start + T - S, start + T, device=device)[None, :]
+        return (kpos <= qpos) & (qpos - kpos < self.window)
 
 
 class MLP(nn.Module):
