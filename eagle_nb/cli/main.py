@@ -25,6 +25,12 @@ def _layers(spec: str, convention: str, num_layers: int) -> list[int]:
 def _nonempty(prompt: str) -> str:
     if not prompt:
         raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:   # argv bytes that are not UTF-8 arrive as lone surrogates
+        raise ValueError(f"--prompt is not UTF-8 text (byte {ord(prompt[e.start]) & 0xFF:#04x} at "
+                         f"character {e.start}); check the terminal's encoding, or put the prompt "
+                         f"in a --prompts JSON-lines file") from None
     return prompt
 
 
@@ -33,13 +39,13 @@ def cmd_capture(a) -> int:
 
     from eagle_nb.model.capture import capture, norm_profile
     from eagle_nb.model.decoder import num_decoder_layers
-    from eagle_nb.model.limits import as_input_ids, fit_prompt
+    from eagle_nb.model.limits import as_input_ids, encode, fit_prompt
     from eagle_nb.model.targets import load_target
     _nonempty(a.prompt)
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
     ids = _layers(a.layers, a.convention, L)
-    x = as_input_ids(tok(a.prompt, return_tensors="pt")["input_ids"])
+    x = as_input_ids(encode(tok, a.prompt, "--prompt"))
     x = fit_prompt(x, model, 0, 0, where="--prompt").to(next(model.parameters()).device)
     with torch.no_grad(), capture(model, ids, layers_path=a.layers_path) as states:
         model(input_ids=x)
@@ -156,11 +162,12 @@ def cmd_record(a) -> int:
     from eagle_nb.io.prompts import read_prompts
     from eagle_nb.loop.recording import record
     from eagle_nb.model.decoder import num_decoder_layers
+    from eagle_nb.model.limits import encode
     from eagle_nb.model.targets import load_target
+    prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
     model, tok = load_target(a.target, device=a.device, dtype=a.dtype, device_map=a.device_map)
     ids = _layers(a.layers, a.convention, num_decoder_layers(model, a.layers_path))
-    prompts = [_nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
-    enc = [tok(p, return_tensors="pt")["input_ids"] for p in prompts]
+    enc = [encode(tok, p, f"prompt {i}") for i, p in enumerate(prompts)]
     out = record(model, enc, a.out, ids, max_new_tokens=a.max_new_tokens, lookahead=a.lookahead,
                  target_name=str(a.target or "shipped"), final_hidden=a.final_hidden,
                  layers_path=a.layers_path, eos_token_id=tok.eos_token_id)

@@ -24,6 +24,7 @@ from torch import nn
 
 from eagle_nb.model.decoder import find_decoder_layers
 from eagle_nb.model.layers import check_layer_ids, from_hf
+from eagle_nb.model.limits import context_guard
 
 
 def _as_tensor(x, where: str) -> torch.Tensor:
@@ -100,7 +101,8 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
         states.fused()       # (B, T, 3H)
 
     Id k < L hooks the *input* of layer k (forward pre-hook); id L hooks the *output* of layer L-1
-    (pre final norm). Tensors are detached and optionally moved to `dtype`/`device`.
+    (pre final norm). Tensors are detached and optionally moved to `dtype`/`device`. An input that
+    reaches past the target's `max_position_embeddings` is captured with a ContextWarning.
 
     NOTE: hooks are global state on `model`; all are removed when the block exits, exceptions
     included. Every forward of the model inside the block overwrites `states[k]`.
@@ -130,7 +132,10 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
         return fn
 
     handles = []
+    guard = context_guard(model)
     try:
+        if guard is not None:     # past the context the states are garbage: say so, once
+            handles.append(layers[0].register_forward_pre_hook(guard, with_kwargs=True))
         for k in ids:
             if k < L:
                 handles.append(layers[k].register_forward_pre_hook(pre_hook(k), with_kwargs=True))
