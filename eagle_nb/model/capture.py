@@ -120,22 +120,23 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
         if keep_history:
             store.history.setdefault(k, []).append(x)
 
+    guard = context_guard(model) or (lambda *a: None)   # past the context: say so, once
+
     def pre_hook(k):
         def fn(module, args, kwargs):
+            guard(module, args, kwargs)
             hs = args[0] if args else kwargs.get("hidden_states")
             record(k, _as_tensor(hs, f"{path}.{k} input"))
         return fn
 
     def post_hook(k):
         def fn(module, args, kwargs, output):
+            guard(module, args, kwargs)
             record(k, _as_tensor(output, f"{path}.{k - 1} output"))
         return fn
 
     handles = []
-    guard = context_guard(model)
     try:
-        if guard is not None:     # past the context the states are garbage: say so, once
-            handles.append(layers[0].register_forward_pre_hook(guard, with_kwargs=True))
         for k in ids:
             if k < L:
                 handles.append(layers[k].register_forward_pre_hook(pre_hook(k), with_kwargs=True))

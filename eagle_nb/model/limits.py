@@ -120,10 +120,10 @@ def encode(tokenizer, text: str, where: str = "the prompt") -> torch.Tensor:
 
 
 def context_guard(model):
-    """A forward pre-hook (with kwargs) for a decoder layer that warns once, with ContextWarning,
-    when the positions it is run at pass `max_position_embeddings`; None when the target declares
-    no context."""
-    ctx, warned = context_length(model), []
+    """`guard(module, args, kwargs)`, called from a decoder layer's hooks: warns once, with
+    ContextWarning, when the positions the layer runs at pass `max_position_embeddings`; None
+    when the target declares no context."""
+    ctx, warned = (context_length(model) if hasattr(model, "config") else None), []
     if ctx is None:
         return None
 
