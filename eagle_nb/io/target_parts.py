@@ -165,6 +165,10 @@ class TargetParts:
         reads only the rows it takes); writes stay private."""
         return self._weight_file(key).tensor(key)
 
+    def nbytes(self, key: str) -> int:
+        """Size of `key`'s data in its file, from the header."""
+        return self._weight_file(key).entries[key].nbytes
+
     def chunks(self, key: str, max_bytes: int = 64 << 20):
         """`key` flattened, in copies of at most `max_bytes`, read from its file."""
         return self._weight_file(key).chunks(key, max_bytes)
