@@ -62,7 +62,7 @@ def test_eagle_deepspeed_save_loads_with_a_warning_and_matches_eagle(target):
     assert len(extras) == 8 and all(k.endswith("self_attn.rotary_emb.inv_freq") for k in extras)
     assert sorted(record["eagle_load_state_dict"]["unexpected"]) == sorted(extras)
     with pytest.warns(CheckpointWarning) as rec:
-        drafter = load_drafter(path, target=target)
+        drafter = load_drafter(path, target=target, dtype=torch.float32)   # references are fp32
     text = " ".join(str(w.message) for w in rec)
     assert all(k in text for k in extras) and "frozen target" in text
     exp = load_file(str(PEERS / "eagle" / "deepspeed_save_expected.safetensors"))
@@ -89,7 +89,8 @@ def test_specforge_export_loads_and_matches_specforge(target, name):
     """SpecForge's export_to_sglang output (format B, bf16 weights, transformers-5 `dtype` field,
     fc_norm in the 3.1 draft) loads strictly and reproduces SpecForge's step-1 logits, and its
     step-2 logits when the pre-norm state is fed back as SpecForge trains."""
-    drafter = load_drafter(PEERS / "specforge" / name, target=target, feedback=FEEDBACK_PRENORM)
+    drafter = load_drafter(PEERS / "specforge" / name, target=target, dtype=torch.float32,
+                           feedback=FEEDBACK_PRENORM)
     assert drafter.config.aux_layer_ids == [2, 4, 5]         # nested [1, 3, 4] is output-of-layer
     exp = load_file(str(PEERS / "specforge" / f"{name}_expected.safetensors"))
     l1, l2 = _two_steps(drafter, exp)
@@ -104,7 +105,7 @@ def test_specforge_norm_output_mismatch_is_reported_and_measurable(target):
     for that draft."""
     name = "eagle31_fc_norm_norm_output"
     exp = load_file(str(PEERS / "specforge" / f"{name}_expected.safetensors"))
-    served = load_drafter(PEERS / "specforge" / name, target=target)
+    served = load_drafter(PEERS / "specforge" / name, target=target, dtype=torch.float32)
     l1, l2 = _two_steps(served, exp)
     assert _maxdiff(l1, exp["logits_step1"]) < TOL
     assert _maxdiff(l2, exp["logits_step2_prenorm_fed_back"]) > 0.1
@@ -161,7 +162,7 @@ def test_format_a_written_by_eagle_nb_gives_eagle_the_right_embedding(tmp_path, 
     exp = load_file(str(committed.parent / f"{name}_expected.safetensors"))
     if name == "wide_target":      # the file carries its embedding; the fixture target is too narrow
         target = None
-    drafter = load_drafter(committed, target=target)
+    drafter = load_drafter(committed, target=target, dtype=torch.float32)
     l1, l2 = _two_steps(drafter, exp)
     assert _maxdiff(l1, exp["logits_step1"]) < TOL
     assert _maxdiff(l2, exp["logits_step2"]) < TOL
@@ -206,7 +207,7 @@ def test_format_b_written_by_eagle_nb_loads_in_specforge(tmp_path, target, name)
     would read an explicit false as 'no final norm on the logits'."""
     committed = PEERS / "specforge" / "written_by_eagle_nb" / name
     exp = load_file(str(committed.parent / f"{name}_expected.safetensors"))
-    drafter = load_drafter(committed, target=target, feedback=FEEDBACK_PRENORM)
+    drafter = load_drafter(committed, target=target, dtype=torch.float32, feedback=FEEDBACK_PRENORM)
     l1, l2 = _two_steps(drafter, exp)
     assert _maxdiff(l1, exp["logits_step1"]) < TOL
     assert _maxdiff(l2, exp["logits_step2_prenorm_fed_back"]) < TOL

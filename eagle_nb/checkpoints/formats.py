@@ -38,6 +38,9 @@ FORMAT_LACKS = {
 def unsupported_features(cfg: DrafterConfig, fmt: str) -> list[str]:
     """The features of `cfg` that format `fmt`'s consumer cannot express (empty: lossless)."""
     out = [f"{k}=True" for k in FORMAT_LACKS[fmt] if getattr(cfg, k)]
+    if cfg.sliding_window and fmt != "speculators":
+        out.append(f"sliding_window={cfg.sliding_window} (its Llama draft layer attends to every "
+                   f"position)")
     if fmt == "eagle":
         if cfg.num_aux != 3:
             out.append(f"num_aux={cfg.num_aux} (EAGLE's fc is target_hidden_size*3 wide)")

@@ -1,5 +1,10 @@
 """`inspect_checkpoint`: what a drafter directory holds (format, ids as written and in HF
 convention, tensor names and shapes, d2t verdict, problems), without building the drafter.
+
+Reads the weight files' headers and only the small tensors it validates (d2t, t2d, norms): the
+returned state dict holds memory-mapped views (io/lazy_weights.py), so inspecting a 1T-target
+drafter costs what its headers cost. `scan=True` also streams every tensor for NaN/inf in
+bounded memory; loading, converting and the doctor always check every value.
 """
 
 from __future__ import annotations
@@ -22,16 +27,22 @@ from eagle_nb.checkpoints.validate import (
     check_d2t_t2d,
     check_fc_width,
     check_finite,
+    check_finite_streamed,
     check_shapes,
 )
 from eagle_nb.io.files import show
-from eagle_nb.io.weight_files import CheckpointError, read_weights
+from eagle_nb.io.lazy_weights import LazyState, open_weights
+from eagle_nb.io.weight_files import CheckpointError
 from eagle_nb.model.config import ConfigError
 from eagle_nb.model.layers import eagle3_layers
 
 
-def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
-    """Read and validate without building a model. Returns (report, renamed state dict)."""
+SMALL = 1 << 20      # elements: a tensor this small is read and checked by every inspection
+
+
+def inspect_checkpoint(path, target_config=None, *, scan: bool = False) -> tuple[Report, dict]:
+    """Read and validate without building a model. Returns (report, renamed state dict of
+    memory-mapped views, a `LazyState`). `scan` streams every tensor for NaN/inf."""
     path = Path(path)
     rep = Report(str(path))
     raw_cfg = read_config(path)
@@ -44,10 +55,12 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
     except (ConfigError, KeyError, TypeError) as e:
         raise CheckpointError(f"{show(path / 'config.json')}: {e}") from None
     rep.ids_as_written = ids_as_written_in(raw_cfg)
-    raw, wfile = read_weights(path)
+    raw = open_weights(path)
+    wfile = raw.file
     rep.notes["weights_file"] = wfile.name
     origin: dict = {}
     state, unexpected = rename(raw, rep.format, origin)
+    state = LazyState(state, raw, origin)
     rep.unexpected, ignored, notes = split_harmless(unexpected, str(wfile))
     for note in notes:
         rep.warn("ignored-keys", note)
@@ -80,7 +93,10 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
             f"unquantized bf16/fp16/fp32 checkpoint instead")
     check_shapes(state, {k: v for k, v in shapes.items() if k not in ("d2t", "t2d")}, rep, str(wfile))
     check_fc_width(state, cfg, rep)
-    check_finite(state, rep)
+    if scan:
+        check_finite_streamed(state, rep)
+    else:
+        check_finite({k: v for k, v in state.items() if v.numel() <= SMALL}, rep)
     check_d2t_t2d(state.get("d2t"), state.get("t2d"), cfg, rep)
     emb = state.get("embed_tokens.weight")
     rep.notes["has_embed_tokens"] = emb is not None
@@ -92,6 +108,8 @@ def inspect_checkpoint(path, target_config=None) -> tuple[Report, dict]:
                                               "EAGLE default {2, L//2, L-3} (pass --target to resolve)")
     for w in train_serve_warnings(raw_cfg, cfg, rep.format):
         rep.warn("train-serve", w)
+    if "ids_disagree" in cfg.extra:
+        rep.warn("ids-disagree", cfg.extra["ids_disagree"] + "; eagle_nb uses the eagle_config field")
     rep.notes["num_params"] = int(sum(v.numel() for v in state.values() if v.is_floating_point()))
     rep.notes["dtype"] = str(next((v.dtype for v in state.values() if v.is_floating_point()), None))
     return rep, state

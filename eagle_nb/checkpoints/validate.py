@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from eagle_nb.io.lazy_weights import stream
 from eagle_nb.model.config import DrafterConfig
 
 
@@ -141,6 +142,14 @@ def check_finite(state: dict, rep: Report) -> None:
     bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if bad:
         rep.problem("non-finite", f"NaN/inf values in weights: {bad}")
+
+
+def check_finite_streamed(state: dict, rep: Report) -> None:
+    """check_finite reading each tensor in bounded chunks (io/lazy_weights.py `stream`)."""
+    bad = [k for k, v in state.items() if v.is_floating_point()
+           and not all(bool(torch.isfinite(c).all()) for c in stream(state, k))]
+    if bad:
+        rep.problems.append(f"NaN/inf values in weights: {bad}")
 
 
 def check_shapes(state: dict, expected: dict, rep: Report, path: str) -> None:

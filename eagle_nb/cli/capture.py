@@ -28,13 +28,13 @@ def run(a) -> int:
 
     from eagle_nb.model.capture import capture, norm_profile
     from eagle_nb.model.decoder import num_decoder_layers
-    from eagle_nb.model.limits import as_input_ids, fit_prompt
+    from eagle_nb.model.limits import as_input_ids, encode, fit_prompt
     from eagle_nb.model.targets import load_target
     options.nonempty(a.prompt)
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
     ids = options.layer_ids(a.layers, a.convention, L)
-    x = as_input_ids(tok(a.prompt, return_tensors="pt")["input_ids"])
+    x = as_input_ids(encode(tok, a.prompt, "--prompt"))
     x = fit_prompt(x, model, 0, 0, where="--prompt").to(next(model.parameters()).device)
     with torch.no_grad(), capture(model, ids, layers_path=a.layers_path) as states:
         model(input_ids=x)

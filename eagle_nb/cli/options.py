@@ -130,4 +130,10 @@ def nonempty(prompt: str) -> str:
     """--prompt, refused when empty."""
     if not prompt:
         raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:   # argv bytes that are not UTF-8 arrive as lone surrogates
+        raise ValueError(f"--prompt is not UTF-8 text (byte {ord(prompt[e.start]) & 0xFF:#04x} at "
+                         f"character {e.start}); check the terminal's encoding, or put the prompt "
+                         f"in a --prompts JSON-lines file") from None
     return prompt

@@ -4,6 +4,9 @@ speedup. Parses flags, calls `experiment.pair.run_prompts` (or `loop.replay`), p
 from __future__ import annotations
 
 import json
+import sys
+
+import torch
 
 from eagle_nb.cli import options
 
@@ -79,7 +82,12 @@ def run_replay(a) -> int:
     from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
     from eagle_nb.loop.replay import replay
     target = a.target or (SHIPPED_TARGET if a.drafter is None else None)   # embed_tokens, read lazily
-    drafter = load_drafter(a.drafter or SHIPPED_DRAFTER, target=target, device=a.device)
+    cpu = a.device in (None, "cpu")     # half-precision matmuls on a CPU: slow and not the reference
+    drafter = load_drafter(a.drafter or SHIPPED_DRAFTER, target=target, device=a.device,
+                           dtype=torch.float32 if cpu else None)
+    if cpu:
+        print("drafter: run in float32 on the CPU (its checkpoint dtype is kept on an accelerator)",
+              file=sys.stderr)
     from eagle_nb.loop.recording import Recording
     rec, lm_head = Recording(a.features), None
     if a.target and rec.teacher_forced:   # check the dataset text against the target's greedy choice

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from eagle_nb.checkpoints.stats import abs_max
 from eagle_nb.checkpoints.validate import PROBLEM, WARNING
 from eagle_nb.doctor.diagnosis import Check
 
@@ -156,7 +157,7 @@ def check_flags(rep, raw_cfg) -> Check:
 def check_dtype(rep, state) -> Check:
     floats = {k: v for k, v in state.items() if v.is_floating_point()}
     dtypes = sorted({str(v.dtype).replace("torch.", "") for v in floats.values()})
-    wmax = max(float(v.float().abs().max()) for v in floats.values())
+    wmax = abs_max(state)            # streamed: one chunk in memory at a time
     ev = f"weights {dtypes}, max |w| {wmax:.3g} (fp16 max {FP16_MAX:.0f})"
     if wmax > FP16_MAX:
         return ck("dtype", "fail", "dtype ranges", ev, ["fp16-fc-overflow"], "serve in bf16 or fp32")

@@ -7,8 +7,8 @@ through `target_meta` (lazily, never loaded). Knows nothing about speculation.
 from __future__ import annotations
 
 
-import torch
 
+from eagle_nb.checkpoints.stats import EMBED, embedding_agreement
 from eagle_nb.doctor.checks_drafter import ck
 from eagle_nb.doctor.diagnosis import Check
 from eagle_nb.doctor.target_layout import layout_check
@@ -87,16 +87,15 @@ def check_embed(rep, state, tmeta) -> Check:
                        "pair the drafter with the target it was trained on")
         return ck("embed-tokens", "pass", "embed_tokens", ev)
     ev = f"present {tuple(emb.shape)}"
-    temb = tmeta.embedding() if tmeta is not None else None
+    tstate = tmeta.embedding() if tmeta is not None else {}
+    temb = tstate.get(EMBED)
     if temb is None:
         why = f" ({tmeta.embedding_note})" if tmeta is not None and tmeta.embedding_note else ""
         return ck("embed-tokens", "pass", "embed_tokens", ev + "; no target embedding to compare" + why)
     if tuple(temb.shape) != tuple(emb.shape):
         return ck("embed-tokens", "fail", "embed_tokens", ev + f" vs target {tuple(temb.shape)}",
                    ["vocab-mismatch"], "pair the drafter with the target it was trained on")
-    a, b = emb.float(), temb.float()
-    rel = float((a - b).norm() / b.norm().clamp_min(1e-12))
-    cos = float(torch.nn.functional.cosine_similarity(a, b, dim=-1).mean())
+    rel, cos = embedding_agreement(state, tstate)   # streamed by blocks of rows
     ev += f"; vs target's: relative difference {rel:.3g}, mean row cosine {cos:.3f}"
     if rel < 1e-2:
         return ck("embed-tokens", "pass", "embed_tokens", ev + " (the target's, as stored in fp16/bf16)")

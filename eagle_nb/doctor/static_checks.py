@@ -34,7 +34,7 @@ def run_static(drafter, target=None) -> tuple[list[Check], object, dict, TargetM
     if tmeta is not None:
         from types import SimpleNamespace
         tcfg = SimpleNamespace(**{k: tmeta.get(k) for k in ("vocab_size", "hidden_size", "num_hidden_layers")})
-    rep, state = inspect_checkpoint(drafter, tcfg)
+    rep, state = inspect_checkpoint(drafter, tcfg, scan=True)   # every value, streamed
     raw = read_config(drafter)
     checks = [D.check_format(rep, raw), D.check_keys(rep), D.check_d2t(rep, drafter, state),
               T.check_aux_ids(rep, raw, tmeta), D.check_fc_width(rep, state, tmeta),

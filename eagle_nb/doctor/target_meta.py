@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 
+from eagle_nb.checkpoints.stats import EMBED
 from eagle_nb.io.target_parts import TargetParts, TargetPartsError, read_text_config
 
 
@@ -33,9 +33,12 @@ class TargetMeta:
     def get(self, key, default=None):
         return self.config.get(key, default)
 
-    def embedding(self) -> torch.Tensor | None:
+    def embedding(self) -> dict:
+        """{"embed_tokens.weight": the target's input embedding} (memory-mapped for a checkpoint
+        directory, streamed by checkpoints/stats.py), or {} when it has none."""
         e = self.embedding_reader
-        return e() if callable(e) else e
+        e = e() if callable(e) else e
+        return e if isinstance(e, dict) else {} if e is None else {EMBED: e}
 
 
 def target_meta(target) -> TargetMeta | None:
@@ -61,7 +64,7 @@ def target_meta(target) -> TargetMeta | None:
 
     def read_embedding():
         try:
-            return parts.embed_tokens()
+            return parts.embed_tokens(mapped=True)
         except TargetPartsError as e:
             meta.embedding_note = str(e)
             return None

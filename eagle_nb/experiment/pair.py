@@ -27,7 +27,7 @@ from eagle_nb.loop.metrics import from_stats
 from eagle_nb.loop.tree import generate_tree
 from eagle_nb.model.decoder import num_decoder_layers
 from eagle_nb.model.layers import eagle3_layers
-from eagle_nb.model.limits import fit_prompt
+from eagle_nb.model.limits import encode, fit_prompt
 from eagle_nb.model.targets import load_target
 
 
@@ -60,7 +60,7 @@ class Pair:
         return w
 
     def encode(self, prompt: str) -> torch.Tensor:
-        return self.tokenizer(prompt, return_tensors="pt")["input_ids"].to(self.device)
+        return encode(self.tokenizer, prompt).to(self.device)
 
     def run(self, prompts, setting: Setting | None = None, *, check_reference: bool = False,
             progress: bool = True, truncate_prompt: bool = False, **fields) -> RunResult:

@@ -19,6 +19,8 @@ import torch
 
 from eagle_nb.io.files import UserFileError, read_json_object
 from eagle_nb.io.hub import cached_snapshot
+from eagle_nb.io.lazy_weights import WeightFile
+from eagle_nb.io.weight_files import CheckpointError
 
 # Sub-config keys under which multimodal configs keep their text decoder's config, most common first.
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "text_model_config",
@@ -105,6 +107,7 @@ class TargetParts:
         self.config = read_text_config(self.path)
         self._shapes: dict[str, tuple] = {}
         self._bins: dict[str, dict] = {}
+        self._files: dict[str, WeightFile] = {}
         self.weight_map = self._weight_map()              # key -> file name
 
     def __repr__(self) -> str:
@@ -147,6 +150,28 @@ class TargetParts:
                 raise TargetPartsError(f"{f}: refused or unreadable with weights_only=True, mmap=True "
                                        f"({type(e).__name__}: {str(e)[:200]})") from None
         return self._bins[name]
+
+    def _weight_file(self, key: str) -> WeightFile:
+        name = self._file_of(key)
+        if name not in self._files:
+            try:
+                self._files[name] = WeightFile(self.path / name)
+            except CheckpointError as e:
+                raise TargetPartsError(str(e)) from None
+        return self._files[name]
+
+    def mapped(self, key: str) -> torch.Tensor:
+        """`key` as a memory-mapped view: nothing is read until touched (an embedding lookup
+        reads only the rows it takes); writes stay private."""
+        return self._weight_file(key).tensor(key)
+
+    def nbytes(self, key: str) -> int:
+        """Size of `key`'s data in its file, from the header."""
+        return self._weight_file(key).entries[key].nbytes
+
+    def chunks(self, key: str, max_bytes: int = 64 << 20):
+        """`key` flattened, in copies of at most `max_bytes`, read from its file."""
+        return self._weight_file(key).chunks(key, max_bytes)
 
     def _file_of(self, key: str) -> str:
         if key not in self.weight_map:
@@ -215,9 +240,10 @@ class TargetParts:
                                    f"and {self.config.name} says tie_word_embeddings=false")
         return self.embed_key()          # tied (explicitly, or by the HF default when unset)
 
-    def embed_tokens(self) -> torch.Tensor:
-        """(vocab_size, hidden_size) input embedding."""
-        return self.tensor(self.embed_key())
+    def embed_tokens(self, mapped: bool = False) -> torch.Tensor:
+        """(vocab_size, hidden_size) input embedding: a copy, or with `mapped` a memory-mapped
+        view of the target's file."""
+        return self.mapped(self.embed_key()) if mapped else self.tensor(self.embed_key())
 
     def lm_head(self) -> torch.Tensor:
         """(vocab_size, hidden_size) output head (the embedding when tied)."""

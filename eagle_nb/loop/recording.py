@@ -30,6 +30,7 @@ from eagle_nb.loop.records import Record, RecordingError
 from eagle_nb.model.capture import capture
 from eagle_nb.model.decoder import num_decoder_layers
 from eagle_nb.model.layers import check_layer_ids
+from eagle_nb.model.limits import check_fits, context_length
 
 
 
@@ -78,6 +79,14 @@ def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, 
     replays at depth <= lookahead are exact."""
     L = num_decoder_layers(model, layers_path)
     ids = check_layer_ids(layer_ids, L)
+    prompts_ids = list(prompts_ids)
+    for i, p in enumerate(prompts_ids):      # before anything is decoded or written
+        if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[0] != 1 or p.shape[1] == 0:
+            raise ValueError(f"record: prompt {i} must be (1, T) input ids with T >= 1, got "
+                             f"{tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__}")
+        # past the context the states are garbage, and every number replayed from them would be
+        check_fits(p.shape[1], max_new_tokens + lookahead, 0, context_length(model),
+                   f"record: prompt {i} (+ max_new_tokens {max_new_tokens} + lookahead {lookahead})")
     w = RecordingWriter(out_dir, ids, num_layers=L, target_name=target_name,
                         model_class=type(model).__name__, max_new_tokens=max_new_tokens,
                         lookahead=lookahead, eos_token_id=eos_token_id, final_hidden=final_hidden,

@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eagle_nb.model.attention import Attention
 from eagle_nb.model.config import ConfigError, DrafterConfig
+from eagle_nb.model.derived import derived, fused_weight
 from eagle_nb.model.kv_cache import KVCache
 
 FC_STRICT = "strict"
@@ -50,12 +52,6 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(x.dtype)
 
 
-def derived(owner: nn.Module) -> dict:
-    """The module's cache of tensors derived from its weights (RoPE tables, fused weights), the only
-    place such caches live, so `variant` starts one empty."""
-    return owner.__dict__.setdefault("_derived", {})
-
-
 def variant(module: nn.Module, **attrs) -> nn.Module:
     """A shallow copy of `module` sharing every weight, with its own submodule / parameter / buffer
     tables and an empty `derived` cache; `attrs` (submodules, buffers, plain attributes) are set on
@@ -67,19 +63,6 @@ def variant(module: nn.Module, **attrs) -> nn.Module:
     for k, val in attrs.items():
         setattr(v, k, val)
     return v
-
-
-def fused_weight(owner: nn.Module, linears) -> torch.Tensor:
-    """The row-concatenation of several Linear weights, so one matmul replaces several (small
-    models are overhead-bound). Cached under no_grad and rebuilt when any weight changes."""
-    if torch.is_grad_enabled():
-        return torch.cat([m.weight for m in linears])
-    key = tuple((id(m.weight), m.weight._version, m.weight.device, m.weight.dtype) for m in linears)
-    cache = derived(owner)
-    cached = cache.get("fused")
-    if cached is None or cached[0] != key:
-        cached = cache["fused"] = (key, torch.cat([m.weight for m in linears]))
-    return cached[1]
 
 
 def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
@@ -103,52 +86,6 @@ def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
     else:
         raise ConfigError(f"rope_scaling type {kind!r} is not supported by the eagle_nb drafter")
     return inv.float()
-
-
-def rotate_half(x):
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: DrafterConfig):
-        super().__init__()
-        H, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.nh, self.nkv, self.hd = nh, nkv, hd
-        self.q_proj = nn.Linear(2 * H, nh * hd, bias=False)   # input is 2H: [embed, hidden]
-        self.k_proj = nn.Linear(2 * H, nkv * hd, bias=False)
-        self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
-        self.o_proj = nn.Linear(nh * hd, H, bias=False)
-
-    def forward(self, x, cos, sin, cache: KVCache | None, start: int, mask=None):
-        """x (B, T, 2H) at positions start..start+T-1. `cache.update` returns every key the
-        queries may see (B, nkv, S, hd); `mask` (T, S) bool overrides the positional causal
-        mask, for key layouts that are not one sequence (training-time test, trees)."""
-        B, T, _ = x.shape
-        nq, nk = self.nh * self.hd, self.nkv * self.hd
-        qkv = F.linear(x, fused_weight(self, (self.q_proj, self.k_proj, self.v_proj)))
-        q, k, v = qkv.split([nq, nk, nk], dim=-1)
-        q = q.view(B, T, self.nh, self.hd).transpose(1, 2)                 # (B, nh, T, hd)
-        k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)                # (B, nkv, T, hd)
-        v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        if cache is not None:
-            k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
-        S = k.shape[2]
-        if mask is not None:
-            if tuple(mask.shape) != (T, S):
-                raise ValueError(f"attention mask is {tuple(mask.shape)}, expected (T, S) = {(T, S)}")
-            causal = False
-        elif T == 1:
-            mask, causal = None, False          # one query attends to every cached key
-        elif S == T:
-            mask, causal = None, True
-        else:                                   # extend after a cached prefix
-            qpos = torch.arange(start, start + T, device=x.device)
-            mask, causal = torch.arange(S, device=x.device)[None, :] <= qpos[:, None], False
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                           enable_gqa=self.nkv != self.nh)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
 
 class MLP(nn.Module):
