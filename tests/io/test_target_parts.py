@@ -18,10 +18,10 @@ from eagle_nb.checkpoints.save import save_drafter
 from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.io.target_parts import TargetParts, TargetPartsError, read_text_config
 from eagle_nb.model.targets import make_wrapper
-from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
+from eagle_nb.io.paths import REPO_ROOT, SHIPPED_DRAFTER, SHIPPED_TARGET
 from tests.helpers import target_for, tiny_drafter, tiny_features, tiny_llama
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 
 def _no_tokenizer(d: Path) -> None:
