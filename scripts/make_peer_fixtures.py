@@ -2,8 +2,8 @@
 
 Each step runs in the peer's environment, with the peer's source tree given on the command line
 (nothing of it is copied into this repository). The expected logits each peer computes are stored
-beside its files, so tests/test_peers.py compares eagle_nb against the peer without the peer
-installed. Run, from the repository root, with $EAGLE_ENV and $SPECFORGE_ENV the environments
+beside its files, so tests/checkpoints/test_peers.py compares eagle_nb against the peer without the
+peer installed. Run, from the repository root, with $EAGLE_ENV and $SPECFORGE_ENV the environments
 each peer runs in (about a minute in all, CPU):
 
   # 1. the shared tiny target (any environment with transformers; EAGLE's reads safetensors+index)

@@ -1,5 +1,6 @@
-"""The README is a front page and docs/ holds the facts the code cites: every `docs/*.md` a file
-names exists, every relative link resolves, and the generated catalogue page matches its data."""
+"""The README is a front page and docs/ holds the facts the code cites: every `docs/*.md` and
+`tests/...py` a file names exists, every relative link resolves, and the generated catalogue page
+matches its data."""
 import re
 import subprocess
 import sys
@@ -25,6 +26,15 @@ def test_every_cited_docs_page_exists():
     """Code, tests, data and docs cite docs pages by name (`docs/layers.md`); each one exists."""
     cited = {m for p in _files() for m in re.findall(r"\bdocs/([a-z_-]+\.md)", p.read_text(errors="ignore"))}
     missing = sorted(c for c in cited if not (ROOT / "docs" / c).is_file())
+    assert cited and not missing, missing
+
+
+def test_every_cited_test_file_exists():
+    """Code, tests, data and docs cite tests by path (`tests/loop/test_tree.py`); each one exists,
+    so moving a test module means updating what cites it."""
+    cited = {m for p in _files()
+             for m in re.findall(r"(?<![\w/.-])tests/[\w/]+\.py\b", p.read_text(errors="ignore"))}
+    missing = sorted(c for c in cited if not (ROOT / c).is_file())
     assert cited and not missing, missing
 
 

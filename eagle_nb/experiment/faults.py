@@ -18,9 +18,9 @@ How to add a fault (docs/architecture-faults.md has a worked example):
      `REGISTRY` where it must be applied (loader faults first, then what the target hands over,
      then layer ids); `static` is `Static(("check-id",), "what it sees")` or `NO_STATIC_TRACE`;
      add `severity=`, `probe=`, `checkpoint=` (checkpoints/broken.py), `panel=`/`toggle=` if any;
-  3. run tests/test_faults.py: every entry is applied to the shipped pair and may change only the
-     fields its `changes` lists (a fault needing a new field adds it to `Wiring`, wiring.py, and
-     an argument to `loop.chain.generate`).
+  3. run tests/experiment/test_faults.py: every entry is applied to the shipped pair and may change
+     only the fields its `changes` lists (a fault needing a new field adds it to `Wiring`,
+     wiring.py, and an argument to `loop.chain.generate`).
 """
 from __future__ import annotations
 

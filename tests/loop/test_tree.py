@@ -2,10 +2,10 @@
 exactly the committed path in both caches, selects the tree SGLang/EAGLE would, and its sampling
 rule preserves the target distribution.
 
-Models are the tiny seeded ones of test_speculate (8-layer Llama, hidden 32, vocab 64, drafter on
-layers 2, 4, 5) plus `TreeOracle`, a drafter that knows the target's greedy continuation and ranks
-it first or, on a fixed pseudo-random set of positions, second: chains then miss tokens a topk >= 2
-tree recovers, so tree tau > chain tau is a checked property, not a hope.
+Models are the loop's tiny seeded pair of tests/helpers.py (8-layer Llama, hidden 32, vocab 64,
+drafter on layers 2, 4, 5) plus `TreeOracle`, a drafter that knows the target's greedy continuation
+and ranks it first or, on a fixed pseudo-random set of positions, second: chains then miss tokens a
+topk >= 2 tree recovers, so tree tau > chain tau is a checked property, not a hope.
 """
 from __future__ import annotations
 
@@ -27,9 +27,10 @@ from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
 from eagle_nb.loop.tree import check_tree_target, draft_tree, generate_tree
 from eagle_nb.loop.tree_accept import accept_tree_greedy, accept_tree_sample
 from eagle_nb.loop.tree_shape import DraftTree, TreeUnsupported
-from test_capture import ARCHS, _build, _text_ids
-from test_speculate import (H, LAYER_IDS, PROMPTS, V, _chisq_p, build, ids_of, make_drafter,
-                            make_target)
+from helpers import (H, LAYER_IDS, LOOP_V, PROMPTS, build, build_arch, chisq_p, ids_of,
+                     make_drafter, make_target, text_config, text_ids)
+
+V = LOOP_V                       # the loop pair's target vocab
 
 GRID = [(1, 2, None), (2, 2, 4), (3, 3, 6), (4, 2, 8), (3, 4, 10)]   # (num_steps, topk, N)
 SLOW_GRID = [(s, k, n) for s in (1, 2, 4, 6) for k in (2, 3, 5) for n in (3, 6, 12, 24)
@@ -364,9 +365,9 @@ def test_hf_cache_keep_refuses_what_it_cannot_compact():
         for bad in ([1, 2], [0, 2, 2], [0, 11]):
             with pytest.raises(ValueError, match=r"cannot keep offsets .* cache holds 11"):
                 hf_cache_keep(r.cache, 5, bad)
-    m = _build("mistral")
+    m = build_arch("mistral")
     with TargetRunner(m, None, feature_mode=FEATURES_NONE) as r:
-        r.forward(_text_ids(m, 1, 6))
+        r.forward(text_ids(m, 1, 6))
         before = r.cache.get_seq_length()
         with pytest.raises(TypeError, match="DynamicSlidingWindowLayer"):
             hf_cache_keep(r.cache, 2, [0, 2])
@@ -393,18 +394,17 @@ def test_tree_verify_equals_path_forwards_on_supported_targets(name):
     ids gives, at every node, the logits of an uncached forward over prefix + that node's path;
     after compacting to a non-contiguous path, the next cached forward equals an uncached one."""
     import transformers as tf
-    from test_capture import _text
     if name == "llama-eager":
         torch.manual_seed(0)
-        m = tf.LlamaForCausalLM(tf.LlamaConfig(**_text(), attn_implementation="eager")).eval()
+        m = tf.LlamaForCausalLM(tf.LlamaConfig(**text_config(), attn_implementation="eager")).eval()
         assert m.config._attn_implementation == "eager"
     elif name == "mistral-no-window":
         torch.manual_seed(0)
-        m = tf.MistralForCausalLM(tf.MistralConfig(**_text(sliding_window=None))).eval()
+        m = tf.MistralForCausalLM(tf.MistralConfig(**text_config(sliding_window=None))).eval()
     else:
-        m = _build(name)
+        m = build_arch(name)
     check_tree_target(m)
-    ids = _text_ids(m, 1, 13)[0].tolist()
+    ids = text_ids(m, 1, 13)[0].tolist()
     prefix, t = ids[:6], DraftTree(ids[6:12], [-1, 0, 0, 1, 2, 3], [0, 1, 1, 2, 2, 3], [0.0] * 6)
     with TargetRunner(m, None, feature_mode=FEATURES_NONE) as r, torch.no_grad():
         r.forward(ids_of(prefix))
@@ -423,12 +423,12 @@ def test_tree_verify_equals_path_forwards_on_supported_targets(name):
 
 @pytest.mark.parametrize("name", NO_TREE_ARCHS)
 def test_sliding_window_targets_are_refused_by_name(name):
-    m = _build(name)
+    m = build_arch(name)
     with pytest.raises(TreeUnsupported, match=rf"{type(m).__name__}: sliding-window"):
         check_tree_target(m)
     drafter = make_drafter(make_target())
     with pytest.raises(TreeUnsupported):
-        generate_tree(m, drafter, _text_ids(m, 1, 4), 2, 2, 4, max_new_tokens=4, layer_ids=[1, 2, 3])
+        generate_tree(m, drafter, text_ids(m, 1, 4), 2, 2, 4, max_new_tokens=4, layer_ids=[1, 2, 3])
 
 
 def test_attention_without_custom_masks_is_refused():
@@ -497,7 +497,7 @@ def _two_token_pvalues(rule, n: int = 20000, seed: int = 0):
         first[emitted[0]] += 1
         if len(emitted) > 1:
             pairs[emitted[0], emitted[1]] += 1
-    p1 = _chisq_p(first, M[0].numpy())
+    p1 = chisq_p(first, M[0].numpy())
     obs, exp = pairs.flatten(), (pairs.sum(1, keepdims=True) * M.numpy()).flatten()
     keep = exp > 0
     p2 = sps.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue
@@ -525,7 +525,7 @@ def test_tree_sampling_end_to_end_is_uniform_and_seeded():
                                 temperature=1.0, seed=seed, layer_ids=LAYER_IDS)
         np.add.at(counts, out, 1)
         runs[seed] = out
-    assert _chisq_p(counts, np.full(V, 1 / V)) > 1e-3
+    assert chisq_p(counts, np.full(V, 1 / V)) > 1e-3
     again, _ = generate_tree(target, drafter, ids_of(PROMPTS[0]), 2, 2, 4, max_new_tokens=40,
                              temperature=1.0, seed=1, layer_ids=LAYER_IDS)
     assert again == runs[1][:40] and runs[0] != runs[1]

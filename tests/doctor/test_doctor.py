@@ -18,7 +18,7 @@ from eagle_nb.doctor.catalogue import markdown, measure as measure_catalogue
 from eagle_nb.doctor.run import HEALTHY, doctor, measure
 from eagle_nb.experiment.pair import Pair, shipped_prompts
 from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
-from tests.test_doctor_static import plant
+from helpers import plant
 
 K, N, NEW = 4, 4, 16
 KW = dict(depth=K, n_prompts=N, max_new_tokens=NEW, progress=False)

@@ -23,7 +23,7 @@ from eagle_nb.views import palette, widgets
 from helpers import FakePair
 
 NEW = F.Fault("test-ids+2", F.SWITCH, "aux layer ids shifted two boundaries later (a test)",
-              "tests/test_fault_registry.py", "write the ids the drafter was trained on",
+              "tests/experiment/test_fault_registry.py", "write the ids the drafter was trained on",
               F.Static(("aux-ids",), "warn: test", rules_out=True), apply=fault_fns.shift(2),
               changes="layer_ids", severity=5, probe=F.Probe("test finding", "layer-ids+1"),
               checkpoint=shift_aux_ids(2), panel=True, toggle=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import helpers
@@ -16,10 +15,11 @@ import matplotlib
 import pytest
 
 from eagle_nb.experiment import faults as F
+from eagle_nb.io.paths import REPO_ROOT
 from eagle_nb.views import doctor_plots, engine_figures, palette
 
 matplotlib.use("Agg")
-VIEWS = Path(__file__).resolve().parents[1] / "eagle_nb" / "views"
+VIEWS = REPO_ROOT / "eagle_nb" / "views"
 
 
 def test_fault_colour_is_the_registry_position():

@@ -19,6 +19,7 @@ from eagle_nb.experiment.pair import shipped_prompts
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.model.targets import load_target
 from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
+from helpers import peak_rss_mb
 
 LAYERS = list(eagle3_layers(8))        # the shipped format-A drafter reads the EAGLE defaults
 
@@ -228,7 +229,6 @@ def _synthetic_recording(path, n_records, T=3500, per_shard=3):
 def test_replay_memory_does_not_grow_with_the_recording(tmp_path):
     """Peak RSS of `eagle-nb speculate --features` on a 24-record (192 MiB) recording is within
     48 MiB of that on a 2-record one: records are read one at a time."""
-    from tests.test_target_parts import peak_rss_mb
     small = _synthetic_recording(tmp_path / "small", 2)
     big = _synthetic_recording(tmp_path / "big", 24)
     size = sum(f.stat().st_size for f in big.iterdir()) / 2**20

@@ -1,9 +1,9 @@
 """Tests for eagle_nb.loop.chain: the loop is lossless, its caches hold exactly what was committed,
 and its acceptance rule preserves the target distribution.
 
-Every model is a tiny random one built here, seeded, CPU only: an 8-layer Llama target (hidden 32,
-vocab 64) and an EAGLE-3 drafter reading target layers (2, 4, 5). Weights are drawn with std 0.2 so
-the random target's greedy continuation varies instead of repeating one token.
+Every model is a tiny random one built in tests/helpers.py, seeded, CPU only: an 8-layer Llama
+target (hidden 32, vocab 64) and an EAGLE-3 drafter reading target layers (2, 4, 5). Weights are
+drawn with std 0.2 so the random target's greedy continuation varies instead of repeating one token.
 
 Mocks pin the acceptance count where random weights cannot:
 - `constant target`: lm_head = 0, so all logits tie and the greedy token is 0 everywhere;
@@ -15,165 +15,24 @@ Mocks pin the acceptance count where random weights cannot:
 """
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 import torch
 from scipy import stats as sps
-from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from eagle_nb.loop import chain as speculate
 from eagle_nb.model.capture import capture
 from eagle_nb.model.decoder import find_decoder_layers
-from eagle_nb.model.config import DrafterConfig
 from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
-from eagle_nb.model.kv_cache import KVCache
 from eagle_nb.loop.metrics import acceptance_metrics
 from eagle_nb.loop.chain import (FEATURES_FINAL, accept_greedy, accept_sample, generate,
                                 greedy_reference)
 from eagle_nb.model.targets import make_wrapper
+from helpers import (LAYER_IDS, LOOP_V, LOOP_VD, PROMPTS, build, chisq_p, ids_of, make_drafter,
+                     make_target)
 
-V, H, VD = 64, 32, 48            # target vocab, hidden size, reduced draft vocab
-LAYER_IDS = [2, 4, 5]            # HF hidden_states ids captured for the drafter's fc
-PROMPTS = [[5], [17, 3, 42, 9, 60], [7, 7, 21, 33, 50, 12, 8, 41, 19, 27, 30]]
+V, VD = LOOP_V, LOOP_VD          # the loop pair's target vocab and reduced draft vocab
 KINDS = ("random", "zero-one", "oracle")
-
-
-# -- tiny builders -----------------------------------------------------------------------------
-def _normal_(module: nn.Module, std: float) -> None:
-    with torch.no_grad():
-        for p in module.parameters():
-            if p.dim() > 1:
-                p.normal_(0.0, std)
-
-
-def make_target(seed: int = 0, std: float = 0.2) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=8,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
-    model = LlamaForCausalLM(cfg)
-    _normal_(model, std)
-    return model.eval()
-
-
-def set_draft_vocab(drafter: Eagle3Drafter, selected) -> None:
-    """d2t/t2d for a draft vocabulary made of the target ids `selected` (sorted, as the engines)."""
-    sel = torch.as_tensor(sorted(selected), dtype=torch.long)
-    assert sel.numel() == drafter.config.draft_vocab_size
-    drafter.d2t.copy_(sel - torch.arange(sel.numel()))
-    drafter.t2d.zero_()
-    drafter.t2d[sel] = True
-
-
-def make_drafter(target, seed: int = 1, draft_vocab: int = VD, selected=None) -> Eagle3Drafter:
-    torch.manual_seed(seed)
-    cfg = DrafterConfig(hidden_size=H, num_attention_heads=4, num_key_value_heads=2,
-                        intermediate_size=64, vocab_size=V, draft_vocab_size=draft_vocab,
-                        aux_layer_ids=LAYER_IDS)
-    drafter = Eagle3Drafter(cfg)
-    _normal_(drafter, 0.2)
-    with torch.no_grad():
-        drafter.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
-    if selected is None:
-        selected = torch.randperm(V)[:draft_vocab]
-    set_draft_vocab(drafter, selected)
-    return drafter.eval()
-
-
-def constant_target() -> LlamaForCausalLM:
-    """All logits equal: the greedy token is 0 at every position (argmax takes the first max)."""
-    target = make_target()
-    with torch.no_grad():
-        target.lm_head.weight.zero_()
-    return target
-
-
-def zero_one_target() -> LlamaForCausalLM:
-    """Greedy token is 0 where v.h >= u.h and 1 elsewhere, h the target's real final state."""
-    target = make_target()
-    gen = torch.Generator().manual_seed(102)
-    u, v = torch.randn(H, generator=gen), torch.randn(H, generator=gen)
-    with torch.no_grad():
-        target.lm_head.weight[:] = u
-        target.lm_head.weight[0] = v
-    return target
-
-
-def constant_drafter(target, draft0_to: int = 0) -> Eagle3Drafter:
-    """Always drafts draft id 0, which maps to target id `draft0_to` (real fc/midlayer states)."""
-    drafter = make_drafter(target, seed=2, selected=range(draft0_to, draft0_to + VD))
-    with torch.no_grad():
-        drafter.lm_head.weight.zero_()
-    assert int(drafter.draft_to_target(torch.tensor([0]))) == draft0_to
-    return drafter
-
-
-class OracleDrafter(nn.Module):
-    """Duck-typed drafter that drafts the target's own greedy continuation `full` (prompt +
-    reference), except at drafter positions in `wrong`, where it drafts the next id instead.
-    Pairing (docs/drafter.md): drafter position p reads the embedding of token p+1 and
-    predicts token p+2. Every extend over verified tokens is checked against `full`."""
-
-    def __init__(self, full: list[int], wrong_rate: float = 0.3, seed: int = 0):
-        super().__init__()
-        self.fc = nn.Linear(1, 1, bias=False)    # generate() reads fc.weight's device and dtype
-        self.full = full
-        rng = random.Random(seed)
-        self.wrong = {p for p in range(len(full)) if rng.random() < wrong_rate}
-        self._extend = False
-        self.pairing_errors: list[tuple[int, list[int]]] = []
-
-    def new_cache(self, batch_size, max_len):
-        return KVCache(1, batch_size, max_len, 1, 1)
-
-    def fuse(self, feats, fc_policy="strict"):
-        self._extend = True
-        return feats[..., :H]
-
-    def step(self, input_ids, g, cache, start):
-        T = input_ids.shape[1]
-        cache.update(0, start, torch.zeros(1, 1, T, 1), torch.zeros(1, 1, T, 1))  # no holes
-        ids = input_ids[0].tolist()
-        if self._extend and ids != self.full[start + 1:start + 1 + T]:
-            self.pairing_errors.append((start, ids))
-        self._extend = False
-        logits = torch.zeros(1, T, V)
-        for j in range(T):
-            p = start + j
-            tok = self.full[p + 2] if p + 2 < len(self.full) else 0
-            logits[0, j, (tok + 1) % V if p in self.wrong else tok] = 10.0
-        return logits, torch.zeros(1, T, H)
-
-    def draft_to_target(self, draft_ids, d2t=None):
-        return draft_ids
-
-
-def build(kind: str, prompt: list[int], horizon: int = 64):
-    """(target, drafter) of the named kind; the oracle needs the prompt to know the future."""
-    if kind == "random":
-        target = make_target()
-        return target, make_drafter(target)
-    if kind == "zero-one":
-        target = zero_one_target()
-        return target, constant_drafter(target, 0)
-    if kind == "oracle":
-        target = make_target()
-        ref, _ = greedy_reference(target, ids_of(prompt), horizon)
-        return target, OracleDrafter(prompt + ref, seed=len(prompt))
-    if kind == "agree-all":
-        target = constant_target()
-        return target, constant_drafter(target, 0)
-    if kind == "agree-none":
-        target = constant_target()
-        return target, constant_drafter(target, 1)
-    raise KeyError(kind)
-
-
-def ids_of(tokens: list[int]) -> torch.Tensor:
-    return torch.tensor([tokens])
 
 
 def committed_tokens(stats) -> list[int]:
@@ -471,14 +330,6 @@ def _dist(*rows) -> torch.Tensor:
 P3 = _dist([4, 3, 1, 1, .5, .5], [1, 1, 3, 3, 1, 1], [.5, 2, .5, 2, 3, 2])   # (k+1=3, V=6)
 
 
-def _chisq_p(counts, probs) -> float:
-    probs = np.asarray(probs, dtype=float)
-    counts = np.asarray(counts, dtype=float)
-    keep = probs > 0
-    assert counts[~keep].sum() == 0
-    return sps.chisquare(counts[keep], counts.sum() * probs[keep] / probs[keep].sum()).pvalue
-
-
 def test_accept_sample_accepts_everything_when_draft_equals_target():
     """q == p: min(1, p/q) = 1, so all k drafts are accepted for every seed, and the extra token is
     the bonus drawn from p[k] (chi-square against p[k])."""
@@ -491,7 +342,7 @@ def test_accept_sample_accepts_everything_when_draft_equals_target():
         a, tok = accept_sample(x, q, P3, gen)
         assert a == 2
         bonus[tok] += 1
-    assert _chisq_p(bonus, P3[2]) > 1e-3
+    assert chisq_p(bonus, P3[2]) > 1e-3
 
 
 def test_accept_sample_rejects_zero_mass_and_resamples_the_residual():
@@ -507,7 +358,7 @@ def test_accept_sample_rejects_zero_mass_and_resamples_the_residual():
         assert a == 0 and tok != 0
         counts[tok] += 1
     assert counts[1] == 0                         # p[1] < q[1]: no residual mass there
-    assert _chisq_p(counts, resid / resid.sum()) > 1e-3
+    assert chisq_p(counts, resid / resid.sum()) > 1e-3
 
 
 def test_accept_sample_accepts_with_probability_min_1_p_over_q():
@@ -548,7 +399,7 @@ def _first_token_pvalue(rule, k: int, n: int = 20000, seed: int = 0) -> float:
     for x in drafts:
         a, tok = rule(x, q, p, gen)
         counts[int(x[0]) if a >= 1 else tok] += 1
-    return _chisq_p(counts, p[0])
+    return chisq_p(counts, p[0])
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -593,7 +444,7 @@ def test_sampled_speculation_emits_the_target_distribution_end_to_end():
                            temperature=1.0, seed=seed, layer_ids=LAYER_IDS)
         np.add.at(counts, out, 1)
         accept += st.accept_counts
-    assert _chisq_p(counts, np.full(V, 1 / V)) > 1e-3
+    assert chisq_p(counts, np.full(V, 1 / V)) > 1e-3
     m = acceptance_metrics(accept, 2)
     n = len(accept)
     assert sps.binomtest(round(m.per_position_acceptance[0] * n), n, 0.75).pvalue > 1e-3

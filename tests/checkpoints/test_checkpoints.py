@@ -18,6 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from eagle_nb.io.paths import REPO_ROOT
 from eagle_nb.io.weight_files import CheckpointError
 from eagle_nb.checkpoints.convert import convert
 from eagle_nb.checkpoints.save import save_drafter
@@ -26,7 +27,7 @@ from eagle_nb.checkpoints.inspect import inspect_checkpoint
 from eagle_nb.checkpoints.detect import detect_format, read_config
 from helpers import AUX_HF, target_for, tiny_drafter, tiny_features, tiny_llama
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 CASES = [("eagle", "safetensors"), ("eagle", "bin"), ("sglang", "safetensors"),
          ("speculators", "safetensors")]
 

@@ -3,10 +3,7 @@ loading the model or a tokenizer; peak memory independent of the target's size."
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +16,7 @@ from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.io.target_parts import TargetParts, TargetPartsError, read_text_config
 from eagle_nb.model.targets import make_wrapper
 from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
-from tests.helpers import target_for, tiny_drafter, tiny_features, tiny_llama
-
-REPO = Path(__file__).resolve().parent.parent
+from helpers import peak_rss_mb, target_for, tiny_drafter, tiny_features, tiny_llama
 
 
 def _no_tokenizer(d: Path) -> None:
@@ -175,20 +170,6 @@ def sparse_target(out: Path, big_gb: float) -> Path:
     wm["language_model.model.layers.0.mlp.experts.weight"] = "model-00002-of-00002.safetensors"
     (out / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
     return out
-
-
-PEAK_RSS = ("import resource, sys; from eagle_nb.cli.main import main\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
-            "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'RC', rc)")
-
-
-def peak_rss_mb(*argv: str) -> float:
-    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", PEAK_RSS, *argv], capture_output=True, text=True,
-                         env=env, cwd=REPO, timeout=300)
-    last = out.stdout.strip().splitlines()[-1].split()
-    assert last[0] == "PEAK_RSS_KB" and last[3] == "0", out.stdout + out.stderr
-    return int(last[1]) / 1024
 
 
 def test_peak_rss_does_not_grow_with_target_size(tmp_path):

@@ -21,6 +21,7 @@ import torch
 import transformers as tf
 from safetensors.torch import load_file
 
+from eagle_nb.io.paths import REPO_ROOT
 from eagle_nb.io.weight_files import CheckpointError
 from eagle_nb.checkpoints.convert import convert
 from eagle_nb.checkpoints.save import save_drafter
@@ -29,7 +30,7 @@ from eagle_nb.checkpoints.inspect import inspect_checkpoint
 from eagle_nb.checkpoints.detect import CheckpointWarning, read_config
 from eagle_nb.model.drafter import FEEDBACK_PRENORM, Eagle3Drafter
 
-PEERS = Path(__file__).resolve().parent / "fixtures" / "peers"
+PEERS = Path(__file__).resolve().parents[1] / "fixtures" / "peers"
 TOL = 1e-4   # fp32 on both sides from the same 16-bit weights; measured ~1e-6
 
 
@@ -187,7 +188,7 @@ def test_cli_inspect_reports_the_specforge_mismatch():
     import os
     import subprocess
     import sys
-    repo = Path(__file__).resolve().parents[1]
+    repo = REPO_ROOT
     r = subprocess.run([sys.executable, "-m", "eagle_nb", "inspect", "--json",
                         str(PEERS / "specforge" / "eagle31_fc_norm_norm_output")],
                        capture_output=True, text=True, cwd=repo, timeout=120,

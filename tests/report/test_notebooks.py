@@ -185,7 +185,6 @@ def test_index_tells_the_fault_story(built):
     """The index embeds the fault-cost figure, links every precomputed 03 state by its fragment,
     states each notebook's workload, and shows no float with more than 4 decimals; 03 measured
     every fault of its panel (faults.PANEL; notebook 06 measures the whole catalogue)."""
-    from test_report import long_floats
     page = built[1].read_text()
     assert "alt='which fault costs how much' src='data:image/png;base64," in page
     for f in ("healthy",) + tuple(PANEL):
@@ -213,7 +212,7 @@ def test_reports_show_log_lines_whole_and_layer_ids_as_ints(built):
 
 # -- the rendered report in a real browser -------------------------------------------------------------
 import helpers  # noqa: E402
-from helpers import needs_chromium, needs_playwright, shown_states  # noqa: E402
+from helpers import long_floats, needs_chromium, needs_playwright, shown_states  # noqa: E402
 
 
 @needs_playwright()

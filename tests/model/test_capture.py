@@ -1,8 +1,8 @@
 """Tests for eagle_nb.model.capture: hook capture equals `output_hidden_states` on every stock layout.
 
-Every target is a tiny random config built offline (hidden 32, 7 decoder layers, vocab 128), seeded,
-CPU only. 7 is the smallest depth for which the EAGLE-3 defaults (2, L//2, L-3) are distinct:
-L=6 gives (2, 3, 3), which `eagle3_layers` rightly rejects.
+Every target is a tiny random config built offline (`ARCHS` in tests/helpers.py: hidden 32,
+7 decoder layers, vocab 128), seeded, CPU only. 7 is the smallest depth for which the EAGLE-3
+defaults (2, L//2, L-3) are distinct: L=6 gives (2, 3, 3), which `eagle3_layers` rightly rejects.
 """
 from __future__ import annotations
 
@@ -16,100 +16,10 @@ from torch import nn
 from eagle_nb.model.capture import capture
 from eagle_nb.model.decoder import engine_style_layers, find_decoder_layers
 from eagle_nb.model.layers import CONVENTIONS, eagle3_layers, from_hf, sglang_capture_ids, to_hf
-from helpers import hook_count, tiny_llama
+from helpers import (ARCH_LAYERS, ARCHS, H, V, build_arch, hook_count, text_config, text_ids,
+                     tiny_llama)
 
-H, V, L = 32, 128, 7     # hidden size, vocab size, decoder layers of every tiny target
-MAX_TEXT_ID = V - 8      # text ids are drawn below this; multimodal special tokens live above it
-SPECIAL = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # in-vocab ids: no config warnings
-
-
-def _text(**overrides) -> dict:
-    cfg = dict(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=L,
-               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **SPECIAL)
-    cfg.update(overrides)
-    return cfg
-
-
-def _vision(cls, **overrides):
-    # One-layer 16x16 vision tower: never run (text-only inputs), only constructed.
-    cfg = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-               image_size=16, patch_size=8)
-    cfg.update(overrides)
-    return cls(**cfg)
-
-
-def _deepseek_v3():
-    # NOTE: MLA expands k/v to num_attention_heads heads in kv_b_proj, but the attention call still
-    # repeats them by num_attention_heads // num_key_value_heads; with fewer kv heads SDPA fails
-    # ("size of tensor a (4) must match ... (8)"). Real DeepSeek-V3 configs set both to 128.
-    return tf.DeepseekV3ForCausalLM(tf.DeepseekV3Config(**_text(
-        num_key_value_heads=4, moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
-        n_shared_experts=1, n_group=1, topk_group=1, first_k_dense_replace=1, kv_lora_rank=16,
-        q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)))
-
-
-def _gemma3_multimodal():
-    # mm_tokens_per_image must be a square that divides the (16/8)^2 = 4 patches.
-    return tf.Gemma3ForConditionalGeneration(tf.Gemma3Config(
-        text_config=tf.Gemma3TextConfig(**_text(head_dim=8)),
-        vision_config=_vision(tf.SiglipVisionConfig), mm_tokens_per_image=4,
-        image_token_index=V - 1, boi_token_index=V - 2, eoi_token_index=V - 3))
-
-
-def _qwen2_5_vl():
-    # M-RoPE: mrope_section must sum to head_dim / 2 = 4.
-    text = _text(rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]})
-    vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=H,
-                  patch_size=4, window_size=8, fullatt_block_indexes=[0])
-    return tf.Qwen2_5_VLForConditionalGeneration(tf.Qwen2_5_VLConfig(
-        text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
-        vision_start_token_id=V - 3, vision_end_token_id=V - 4))
-
-
-# name -> (builder, expected class name, decoder layer path, final norm path)
-ARCHS = {
-    "llama": (lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**_text())),
-              "LlamaForCausalLM", "model.layers", "model.norm"),
-    "mistral": (lambda: tf.MistralForCausalLM(tf.MistralConfig(**_text())),
-                "MistralForCausalLM", "model.layers", "model.norm"),
-    "qwen2": (lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**_text())),
-              "Qwen2ForCausalLM", "model.layers", "model.norm"),
-    "qwen3": (lambda: tf.Qwen3ForCausalLM(tf.Qwen3Config(**_text(head_dim=8))),
-              "Qwen3ForCausalLM", "model.layers", "model.norm"),
-    "qwen3_moe": (lambda: tf.Qwen3MoeForCausalLM(tf.Qwen3MoeConfig(**_text(
-        head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16))),
-        "Qwen3MoeForCausalLM", "model.layers", "model.norm"),
-    "mixtral": (lambda: tf.MixtralForCausalLM(tf.MixtralConfig(**_text(
-        num_local_experts=4, num_experts_per_tok=2))),
-        "MixtralForCausalLM", "model.layers", "model.norm"),
-    "gemma2": (lambda: tf.Gemma2ForCausalLM(tf.Gemma2Config(**_text(head_dim=8))),
-               "Gemma2ForCausalLM", "model.layers", "model.norm"),
-    "gemma3_text": (lambda: tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(**_text(head_dim=8))),
-                    "Gemma3ForCausalLM", "model.layers", "model.norm"),
-    "gemma3_multimodal": (_gemma3_multimodal, "Gemma3ForConditionalGeneration",
-                          "model.language_model.layers", "model.language_model.norm"),
-    "phi3": (lambda: tf.Phi3ForCausalLM(tf.Phi3Config(**_text())),
-             "Phi3ForCausalLM", "model.layers", "model.norm"),
-    "gpt2": (lambda: tf.GPT2LMHeadModel(tf.GPT2Config(
-        vocab_size=V, n_embd=H, n_layer=L, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=2)),
-        "GPT2LMHeadModel", "transformer.h", "transformer.ln_f"),
-    "deepseek_v3": (_deepseek_v3, "DeepseekV3ForCausalLM", "model.layers", "model.norm"),
-    "llava": (lambda: tf.LlavaForConditionalGeneration(tf.LlavaConfig(
-        text_config=tf.LlamaConfig(**_text()), vision_config=_vision(tf.CLIPVisionConfig),
-        image_token_index=V - 1)),
-        "LlavaForConditionalGeneration", "model.language_model.layers", "model.language_model.norm"),
-    "mistral3": (lambda: tf.Mistral3ForConditionalGeneration(tf.Mistral3Config(
-        text_config=tf.MistralConfig(**_text()),
-        vision_config=_vision(tf.PixtralVisionConfig, head_dim=8), image_token_index=V - 1)),
-        "Mistral3ForConditionalGeneration", "model.language_model.layers", "model.language_model.norm"),
-    "qwen2_5_vl": (_qwen2_5_vl, "Qwen2_5_VLForConditionalGeneration",
-                   "model.language_model.layers", "model.language_model.norm"),
-}
-
-
-def _build(name: str) -> nn.Module:
-    torch.manual_seed(0)
-    return ARCHS[name][0]().eval()
+L = ARCH_LAYERS          # decoder layers of every tiny target (tests/helpers.py)
 
 
 def _attr(obj, path: str):
@@ -118,19 +28,9 @@ def _attr(obj, path: str):
     return obj
 
 
-def _text_ids(model: nn.Module, batch: int = 2, seq: int = 9) -> torch.Tensor:
-    """Random text ids that avoid every special/multimodal token id of `model`'s config."""
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(3, MAX_TEXT_ID, (batch, seq), generator=g)
-    special = {v for k, v in model.config.to_dict().items()
-               if k.endswith(("token_id", "token_index")) and isinstance(v, int)}
-    assert not special & set(ids.flatten().tolist())
-    return ids
-
-
 def _tiny_llama(num_layers: int = L) -> nn.Module:
     torch.manual_seed(0)
-    return tf.LlamaForCausalLM(tf.LlamaConfig(**_text(num_hidden_layers=num_layers))).eval()
+    return tf.LlamaForCausalLM(tf.LlamaConfig(**text_config(num_hidden_layers=num_layers))).eval()
 
 
 # ---------------------------------------------------------------- equality with output_hidden_states
@@ -141,11 +41,11 @@ def test_capture_matches_output_hidden_states(name):
     == hidden_states[L] while states[L] != hidden_states[L] (it is pre-norm); the eagle3 fused
     width is 3H; and no hook is left behind."""
     _, cls_name, layers_path, norm_path = ARCHS[name]
-    model = _build(name)
+    model = build_arch(name)
     assert type(model).__name__ == cls_name
     path, layers = find_decoder_layers(model)
     assert (path, len(layers)) == (layers_path, L)
-    ids = _text_ids(model)
+    ids = text_ids(model)
     # NOTE: transformers 5 installs its own output-capturing hooks lazily, on the first forward
     # with output_hidden_states=True; warm up so `before` already counts them.
     with torch.no_grad():
@@ -178,7 +78,7 @@ def test_wrapper_capture_equals_plain_model():
     plain = _tiny_llama(num_layers=8)
     wrapper = make_wrapper(plain)
     assert type(wrapper).__name__ == "LlavaForConditionalGeneration"
-    ids = _text_ids(plain)
+    ids = text_ids(plain)
     assert wrapper.config.image_token_index not in ids.flatten().tolist()
     with torch.no_grad():
         with capture(plain, [2, 4, 5, 8]) as sp:
@@ -204,7 +104,7 @@ def test_hooks_removed_after_normal_exit():
     with capture(model, eagle3_layers(L)):
         assert hook_count(model) == before + 3
         with torch.no_grad():
-            model(input_ids=_text_ids(model))
+            model(input_ids=text_ids(model))
     assert hook_count(model) == before
 
 
@@ -330,7 +230,7 @@ def test_fused_wrong_expected_width_names_both():
     """fused(expected_width=wrong) raises ValueError naming the actual and the expected width."""
     model = _tiny_llama()
     with torch.no_grad(), capture(model, eagle3_layers(L)) as states:
-        model(input_ids=_text_ids(model))
+        model(input_ids=text_ids(model))
     assert states.fused(expected_width=3 * H).shape[-1] == 3 * H
     with pytest.raises(ValueError) as err:
         states.fused(expected_width=2 * H)
@@ -341,7 +241,7 @@ def test_fused_is_in_ascending_layer_order():
     """Ids given out of order are fused low -> high (the order EAGLE-3's fc was trained on)."""
     model = _tiny_llama()
     with torch.no_grad(), capture(model, [4, L, 2]) as states:
-        model(input_ids=_text_ids(model))
+        model(input_ids=text_ids(model))
     assert states.layer_ids == [2, 4, L]
     assert torch.equal(states.fused(), torch.cat([states[2], states[4], states[L]], dim=-1))
 
@@ -398,7 +298,7 @@ def test_dtype_device_and_detach():
     """dtype=float16 / device='cpu' yields fp16 CPU copies of the states, and states are detached
     even when the forward builds a graph."""
     model = _tiny_llama()
-    ids = _text_ids(model)
+    ids = text_ids(model)
     with capture(model, eagle3_layers(L), dtype=torch.float16, device="cpu") as states:
         hidden = model(input_ids=ids, output_hidden_states=True).hidden_states
     assert hidden[2].requires_grad  # the forward did build a graph
@@ -412,7 +312,7 @@ def test_dtype_device_and_detach():
 def test_last_forward_wins_and_history():
     """Each forward overwrites states[k]; keep_history=True keeps every forward's states in order."""
     model = _tiny_llama()
-    a, b = _text_ids(model, seq=4), _text_ids(model, seq=6)
+    a, b = text_ids(model, seq=4), text_ids(model, seq=6)
     with torch.no_grad(), capture(model, [0, L], keep_history=True) as states:
         model(input_ids=a)
         model(input_ids=b)
@@ -425,7 +325,7 @@ def test_last_forward_wins_and_history():
 def test_table():
     """table() has one row per captured layer plus a 'fused' row, with shape and norm statistics."""
     model = _tiny_llama()
-    ids = _text_ids(model)
+    ids = text_ids(model)
     with torch.no_grad(), capture(model, [*eagle3_layers(L), L]) as states:
         model(input_ids=ids)
     df = states.table()

@@ -1,7 +1,7 @@
-"""Server lifecycle without vLLM: a stand-in process group (tests/fake_engine.py) is started,
-reused, stopped, killed when the body raises, escalated to SIGKILL when it ignores SIGTERM, and a
-taken port is refused before launch or reported when the server dies on it. The same code paths
-run against the real vLLM in test_engine.py."""
+"""Server lifecycle without vLLM: a stand-in process group (tests/engines/fake_engine.py) is
+started, reused, stopped, killed when the body raises, escalated to SIGKILL when it ignores SIGTERM,
+and a taken port is refused before launch or reported when the server dies on it. The same code
+paths run against the real vLLM in test_engine.py."""
 from __future__ import annotations
 
 import socket
@@ -13,6 +13,7 @@ import pytest
 
 from eagle_nb.engines import EngineError, VllmServer, serve
 from eagle_nb.engines.server import group_members, port_in_use
+from eagle_nb.io.paths import REPO_ROOT
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_engine.py")), "--port", "{port}"]
 
@@ -81,7 +82,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     code = ("import sys, time; sys.path.insert(0, %r)\n"
             "from eagle_nb.engines import VllmServer\n"
             "s = VllmServer('t', 'd', command=%r).start()\n"
-            "print(s.proc.pid, flush=True); time.sleep(600)\n") % (str(Path(__file__).parents[1]), FAKE)
+            "print(s.proc.pid, flush=True); time.sleep(600)\n") % (str(REPO_ROOT), FAKE)
     kit = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     leader = int(kit.stdout.readline())
     os.kill(kit.pid, signal.SIGKILL)

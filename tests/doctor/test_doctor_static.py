@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,20 +16,7 @@ from eagle_nb.doctor import ranking
 from eagle_nb.doctor.run import doctor
 from eagle_nb.doctor.static_checks import run_static
 from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
-
-
-def plant(tmp_path: Path, src=SHIPPED_DRAFTER_SPECULATORS, weights=None, config=None, name="d") -> Path:
-    """Copy a shipped drafter, then edit its tensors (`weights(state) -> state`) and/or config."""
-    out = tmp_path / name
-    shutil.copytree(src, out)
-    if weights is not None:
-        st = weights(load_file(str(out / "model.safetensors")))
-        save_file({k: v.contiguous() for k, v in st.items()}, str(out / "model.safetensors"))
-    if config is not None:
-        cfg = json.loads((out / "config.json").read_text())
-        config(cfg)
-        (out / "config.json").write_text(json.dumps(cfg))
-    return out
+from helpers import plant
 
 
 def statuses(d):

@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
 from eagle_nb.cli import main as cli_main
 from eagle_nb.experiment.faults import FAULTS
+from eagle_nb.io.paths import REPO_ROOT
 
-CLI = Path(__file__).resolve().parents[1] / "eagle_nb" / "cli"
+CLI = REPO_ROOT / "eagle_nb" / "cli"
 
 
 def _help(capsys, *args) -> str:

@@ -17,6 +17,7 @@ from eagle_nb.report import build as report_build
 from eagle_nb.report import execute as report_execute
 from eagle_nb.report import html as report_html
 from eagle_nb.report import values as report_values
+from helpers import long_floats
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
@@ -127,13 +128,6 @@ def test_build_reports_failure_is_reported_after_writing(tmp_path):
         report_build.build_reports(tmp_path / "out", notebooks=[str(src)], progress=False)
     assert (tmp_path / "out" / "02_bad.html").exists()
     assert "error: RuntimeError: boom" in (tmp_path / "out" / "index.html").read_text()
-
-
-def long_floats(page: str) -> list[str]:
-    """Numbers in the page text with more than 4 decimals (raw floats)."""
-    import re
-    text = re.sub(r"<[^>]+>|data:image/png;base64,[A-Za-z0-9+/=]+", " ", page)
-    return re.findall(r"\d+\.\d{5,}", text)
 
 
 def test_index_tells_the_fault_story_with_rounded_numbers_and_state_links(tmp_path):
