@@ -11,6 +11,12 @@ TEXT = {".py", ".md", ".json", ".ipynb", ".toml", ".txt"}
 
 
 def _files():
+    """The repository's own text files: what git tracks or would track (build outputs, the
+    environments and generated reports are ignored)."""
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                         capture_output=True, text=True)
+    if out.returncode == 0:
+        return [ROOT / f for f in out.stdout.splitlines() if Path(f).suffix in TEXT and (ROOT / f).is_file()]
     return [p for p in ROOT.rglob("*") if p.is_file() and p.suffix in TEXT
             and not ({".git", ".venv", ".venv-engine", "reports"} & set(p.relative_to(ROOT).parts))]
 

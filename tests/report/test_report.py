@@ -22,11 +22,11 @@ from helpers import long_floats
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 
 
-def tiny_notebook(body: str = "record('double', 2 * x)") -> nbformat.NotebookNode:
+def tiny_notebook(body: str = "report_value('double', 2 * x)") -> nbformat.NotebookNode:
     params = new_code_cell("x = 1  # a parameter")
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\nGoal: double x."), params,
-                             new_code_cell("from eagle_nb.report.build import record"), new_code_cell(body)])
+                             new_code_cell("from eagle_nb import report_value"), new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     return nb
 
