@@ -34,10 +34,13 @@ COMMANDS = {
                 'eagle-nb capture --prompt "x" --layers 1,3,4 --convention sglang-config'),
     "inspect": ("detect a drafter checkpoint's format and validate it (keys, shapes, ids, d2t)",
                 "eagle-nb inspect data/drafter_speculators\n"
-                "eagle-nb inspect /models/EAGLE3-drafter --target /models/Llama-3.1-8B-Instruct --json"),
+                "eagle-nb inspect /models/EAGLE3-drafter --target /models/Llama-3.1-8B-Instruct --json\n"
+                "eagle-nb inspect /tmp/drafter.gguf --target data/target   # llama.cpp GGUF"),
     "convert": ("convert a drafter checkpoint between formats (key maps, layer-id translation)",
                 "eagle-nb convert data/drafter_speculators /tmp/d --to sglang\n"
-                "eagle-nb convert /models/sglang-drafter /tmp/e --to eagle --target /models/target"),
+                "eagle-nb convert /models/sglang-drafter /tmp/e --to eagle --target /models/target\n"
+                "eagle-nb convert data/drafter_eagle /tmp/drafter.gguf --to gguf --target data/target\n"
+                "eagle-nb convert data/target /tmp/target.gguf --to gguf"),
     "speculate": ("speculative decoding with every acceptance metric, healthy or with named faults",
                   "eagle-nb speculate --prompts data/eval_prompts.jsonl --depth 4\n"
                   "eagle-nb speculate --prompt 'def f(x):' --ablate fc-bypass --temperature 1"),
@@ -65,10 +68,10 @@ OPTIONS = {
                    "model.language_model.layers)",
     "device": "cpu, cuda, cuda:1, ... (default: CUDA when available, else CPU)",
     "json": "print JSON instead of a table",
-    "path": "drafter checkpoint directory",
+    "path": "drafter checkpoint directory, or a llama.cpp GGUF file",
     "src": "source drafter checkpoint directory (any format)",
-    "dst": "destination directory",
-    "to": "format to write",
+    "dst": "destination directory (a file with --to gguf)",
+    "to": "format to write; gguf: a llama.cpp GGUF file (SRC may then also be a stock Llama target)",
     "depth": "draft depth k (chain drafts per verify step)",
     "max_new_tokens": "new tokens generated per prompt",
     "temperature": "0 = greedy; > 0 samples with rejection sampling",
@@ -78,6 +81,7 @@ OPTIONS = {
     "param": "notebook parameter override (repeatable), e.g. n_prompts=16 or target_path=/models/x",
     "notebook": "only these notebooks (repeatable): a path, a stem or a prefix such as 03",
     "force": "replace a non-empty destination",
+    "fault": "with --to gguf: write a deliberately broken drafter, to show llama.cpp a named fault",
     "drop_embed": "write without the source's embed_tokens",
     "truncate_prompt": "cut prompts longer than the model's context instead of refusing them",
     "verbose": "also show library progress bars and warnings (model loading, kernel start-up)",

@@ -68,6 +68,10 @@ def cmd_inspect(a) -> int:
         )
         from eagle_nb.model.targets import resolve_target
         tcfg = read_text_config(resolve_target(a.target))
+    from eagle_nb.checkpoints.gguf_read import is_gguf
+    if is_gguf(a.path):
+        from eagle_nb.cli.gguf import cmd_inspect_gguf
+        return cmd_inspect_gguf(a, tcfg)
     try:
         rep, _ = inspect_checkpoint(a.path, tcfg)
     except CheckpointError as e:
@@ -85,6 +89,9 @@ def cmd_inspect(a) -> int:
 def cmd_convert(a) -> int:
     from eagle_nb.checkpoints.convert import convert
     from eagle_nb.checkpoints.inspect import inspect_checkpoint
+    if a.to == "gguf":
+        from eagle_nb.cli.gguf import cmd_convert_gguf
+        return cmd_convert_gguf(a)
     before, _ = inspect_checkpoint(a.src)
     notes: list[str] = []
     out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy, force=a.force,
@@ -258,7 +265,7 @@ def main(argv=None) -> None:
     p = sub.add_parser("convert", help="convert a drafter checkpoint between formats")
     p.add_argument("src")
     p.add_argument("dst")
-    p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators"])
+    p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators", "gguf"])
     p.add_argument("--target", default=None, help="supplies embed_tokens when the source has none")
     p.add_argument("--allow-lossy", action="store_true",
                    help="write even when the destination format cannot express a source feature")
@@ -266,6 +273,7 @@ def main(argv=None) -> None:
                    help="replace DST entirely when it is a non-empty directory (never allowed: DST = SRC)")
     p.add_argument("--drop-embed", action="store_true",
                    help="do not store the source's own embed_tokens (engines then use the target's)")
+    p.add_argument("--fault", default=None, choices=["layer-ids+1", "layer-ids-1", "d2t-absolute"])
     p.set_defaults(fn=cmd_convert)
 
     p = sub.add_parser("speculate", help="speculative decoding with acceptance metrics")
