@@ -4,7 +4,8 @@ and the Prometheus `/metrics` acceptance counters.
 vLLM exposes counters (`vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,
 `..._num_accepted_tokens_total`, `..._num_accepted_tokens_per_pos_total{position="i"}`), so the
 difference of two scrapes is exactly this run's acceptance (plus whatever else the server served
-meanwhile). SGLang exposes gauges (`sglang:spec_accept_length`, `sglang:spec_accept_rate`) of its
+meanwhile). llama-server (`--metrics`) exposes the same four counters under `llamacpp:spec_decode_`
+(tools/server/server-task.cpp). SGLang exposes gauges (`sglang:spec_accept_length`, `sglang:spec_accept_rate`) of its
 last log interval, which cannot be differenced. Knows HTTP and the metric names; no models.
 """
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from eagle_nb.engines.server import EngineError, http_get, http_post_json
 
 VLLM_PREFIX = "vllm:spec_decode_"
+COUNTER_PREFIXES = {VLLM_PREFIX: "vllm", "llamacpp:spec_decode_": "llama.cpp"}
+GENERATED = ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total")
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -23,7 +26,7 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 @dataclass
 class Counters:
     """Speculative-decoding metrics scraped from one `/metrics` page."""
-    engine: str                                   # "vllm", "sglang" or "none"
+    engine: str                                   # "vllm", "llama.cpp", "sglang" or "none"
     num_drafts: float = 0.0
     num_draft_tokens: float = 0.0
     num_accepted_tokens: float = 0.0
@@ -58,6 +61,7 @@ def parse_metrics(text: str) -> Counters:
     per_pos: dict[int, float] = {}
     sg: dict[str, float] = {}
     gen = 0.0
+    engine = "vllm"
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
@@ -69,20 +73,22 @@ def parse_metrics(text: str) -> Counters:
             v = float(value)
         except ValueError:
             continue
-        if name.startswith(VLLM_PREFIX) and name.endswith("_total"):
-            base = name[len(VLLM_PREFIX):-len("_total")]
+        prefix = next((p for p in COUNTER_PREFIXES if name.startswith(p)), None)
+        if prefix and name.endswith("_total"):
+            engine = COUNTER_PREFIXES[prefix]
+            base = name[len(prefix):-len("_total")]
             if base == "num_accepted_tokens_per_pos":
                 i = int(labels.get("position", -1))
                 per_pos[i] = per_pos.get(i, 0.0) + v
             else:
                 vals[base] = vals.get(base, 0.0) + v
-        elif name == "vllm:generation_tokens_total":
+        elif name in GENERATED:
             gen += v
         elif name.startswith("sglang:spec_"):
             sg[name[len("sglang:"):]] = v
     if vals or per_pos:
         k = max(per_pos) + 1 if per_pos else 0
-        return Counters("vllm", vals.get("num_drafts", 0.0), vals.get("num_draft_tokens", 0.0),
+        return Counters(engine, vals.get("num_drafts", 0.0), vals.get("num_draft_tokens", 0.0),
                         vals.get("num_accepted_tokens", 0.0), [per_pos.get(i, 0.0) for i in range(k)],
                         generation_tokens=gen)
     return Counters("sglang" if sg else "none", gauges=sg)

@@ -10,6 +10,9 @@ Lines understood (formats from the engines' own source):
   `accept_len / num_draft_tokens` (PR #13212 to #23530) and accepted drafts / proposed drafts =
   `(accept_len - 1) / (num_draft_tokens - 1)` for a chain (after PR #23530). Which one a log used
   is inferred from the numbers (`infer_sglang_formula`).
+- llama.cpp (`llama-server`, `llama_logs.py`): "draft acceptance = %0.5f (%5d accepted / %5d
+  generated), mean len = %5.2f" per request, and with LLAMA_TRACE "accepted k/n draft tokens" per
+  verify step (pooled in the summary into the exact accepted-count histogram).
 A line that names speculation but does not parse is counted as malformed and kept in the summary;
 nothing here raises on bad text. Knows log text only.
 """
@@ -19,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 
 import pandas as pd
+
+from eagle_nb.engines.llama_logs import LLAMA_MARK, llama_summary, parse_llama_line
 
 VLLM_MARK = "SpecDecoding metrics:"
 SGLANG_MARK = "accept len"
@@ -105,6 +110,8 @@ def parse_log(text: str, num_draft_tokens: int | None = None) -> ParsedLog:
             engine, f = "vllm", _parse_vllm(line)
         elif SGLANG_MARK in line:
             engine, f = "sglang", _parse_sglang(line)
+        elif LLAMA_MARK in line:
+            engine, f = "llama.cpp", parse_llama_line(line)
         else:
             counts["other"] += 1
             continue
@@ -112,7 +119,7 @@ def parse_log(text: str, num_draft_tokens: int | None = None) -> ParsedLog:
             counts["malformed"] += 1
             malformed.append({"line_no": no, "text": line[:300]})
             continue
-        counts[engine] += 1
+        counts[engine] = counts.get(engine, 0) + 1        # "llama.cpp" appears when it has lines
         rows.append({"line_no": no, "time": _time(line, engine), "engine": engine, **f})
     df = pd.DataFrame(rows, columns=COLUMNS)
     for c in COLUMNS[3:]:
@@ -132,6 +139,9 @@ def parse_log(text: str, num_draft_tokens: int | None = None) -> ParsedLog:
         if summary["sglang"]["formula"] in FORMULAS and summary["sglang"]["num_draft_tokens"]:
             n = summary["sglang"]["num_draft_tokens"]
             df.loc[s.index, "draft_acceptance_rate"] = (s.accept_length - 1) / (n - 1)
+    lc = df[df.engine == "llama.cpp"]
+    if len(lc) or "draft tokens" in text:
+        summary["llama.cpp"] = llama_summary(text, lc)
     return ParsedLog(df, summary)
 
 
