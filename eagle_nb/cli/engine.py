@@ -16,7 +16,7 @@ def cmd_compare(a) -> int:
     try:
         res = compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
                       temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
-                      engine_drafter=a.engine_drafter, n_prompts=a.n_prompts)
+                      engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine)
     except EngineError as e:
         print(f"eagle-nb engine compare: error: {e}", file=sys.stderr)
         return 2
@@ -51,13 +51,17 @@ def cmd_log(a) -> int:
 
 def add_parser(sub) -> None:
     """Register `engine compare` and `engine log` on the top-level subparsers."""
-    eng = sub.add_parser("engine", help="compare with a real engine (vLLM), read engine logs")
+    eng = sub.add_parser("engine", help="compare with a real engine (vLLM, llama.cpp), read engine logs")
     esub = eng.add_subparsers(dest="engine_cmd", required=True)
-    p = esub.add_parser("compare", help="same prompts through the reference loop and a vLLM engine")
+    p = esub.add_parser("compare", help="same prompts through the reference loop and an engine")
+    p.add_argument("--engine", default="vllm", choices=["vllm", "llama.cpp"],
+                   help="engine launched here (llama.cpp: llama-server from `make engine`, or "
+                        "$EAGLE_NB_LLAMA_SERVER; HF directories are converted to GGUF)")
     p.add_argument("--target", default=None, help="HF target dir (default: the shipped target)")
     p.add_argument("--drafter", default=None, help="drafter dir (default: the shipped drafter)")
     p.add_argument("--engine-drafter", default=None,
-                   help="serve this drafter in the engine instead (e.g. a broken copy)")
+                   help="serve this drafter in the engine instead (e.g. a broken copy; a .gguf "
+                        "file with --engine llama.cpp)")
     p.add_argument("--prompts", default=None, help="JSON lines with a 'prompt' field (default: shipped)")
     p.add_argument("--n-prompts", type=int, default=None)
     p.add_argument("--depth", type=int, default=4)
@@ -69,7 +73,7 @@ def add_parser(sub) -> None:
     p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_compare)
-    p = esub.add_parser("log", help="acceptance over time from a vLLM or SGLang log file")
+    p = esub.add_parser("log", help="acceptance over time from a vLLM, SGLang or llama-server log file")
     p.add_argument("file")
     p.add_argument("--num-draft-tokens", type=int, default=None,
                    help="SGLang --speculative-num-draft-tokens, to pin its accept-rate formula")
