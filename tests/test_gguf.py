@@ -144,3 +144,17 @@ def test_cli_convert_and_inspect_gguf(tmp_path):
     rc, _, err = cli("convert", str(SHIPPED_DRAFTER), str(tmp_path / "d.gguf"), "--to", "gguf",
                      "--target", str(SHIPPED_TARGET))
     assert rc == 2 and "exists; pass force=True" in err
+
+
+def test_doctor_static_checks_on_gguf_drafters(ggufs):
+    """The doctor reads a GGUF drafter statically: healthy passes, d2t-absolute fails naming the
+    fault (the verdict), layer-ids+1 is a warning pointing at that fault."""
+    from eagle_nb.doctor.run import doctor
+    d = doctor(str(ggufs["drafter"]), dynamic=False)
+    assert d.verdict.cause == "healthy" and all(c.status == "pass" for c in d.checks), d.checks
+    d = doctor(str(ggufs["d2t-absolute"]), dynamic=False)
+    assert d.verdict.cause == "d2t-absolute" and d.verdict.basis == "static"
+    d = doctor(str(ggufs["layer-ids+1"]), dynamic=False)
+    aux = next(c for c in d.checks if c.id == "aux-ids")
+    assert aux.status == "warn" and aux.faults == ["layer-ids+1"]
+    assert "static checks only" in d.notes[0]

@@ -235,7 +235,16 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
     notes: list[str] = []
     cat = catalogue()
-    # 1. static
+    # 1. static (a GGUF drafter: static only; the reference loop runs HF checkpoints)
+    from eagle_nb.checkpoints.gguf_read import is_gguf
+    if is_gguf(drafter):
+        from eagle_nb.doctor.gguf_checks import gguf_checks
+        from eagle_nb.doctor.static_checks import target_meta
+        tm = target_meta(target_path)
+        checks, _ = gguf_checks(drafter, tm.config if tm else None)
+        return Diagnosis(_verdict(checks, obs, [], [], {}, cat), checks, _hypotheses({}, [], checks, cat, {}),
+                         [], obs and obs.as_dict(), inputs, ["GGUF drafter: static checks only; pass the "
+                                                             "HF drafter for the measured part"])
     try:
         checks, rep, _, _ = run_static(drafter, target_path)
     except CheckpointError as e:
