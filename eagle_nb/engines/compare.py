@@ -197,6 +197,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     if engine_drafter is not None and (url is not None or server is not None):
         raise ValueError("engine_drafter applies to a server launched here; a running server or URL "
                          "already serves its own drafter")
+    engine = getattr(server, "engine", engine)          # a LlamaServer says what it is
     from eagle_nb.experiment.pair import Pair, shipped_prompts
     from eagle_nb.io.paths import (
         SHIPPED_DRAFTER,

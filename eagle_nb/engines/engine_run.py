@@ -73,8 +73,10 @@ def run_on_engine(engine: str, ids, *, max_new_tokens: int, temperature: float, 
         before = ep.scrape()
         if engine == "llama.cpp":
             from eagle_nb.engines.llama_cpp import complete, settled_scrape
+            # stop at EOS as the reference loop does: llama.cpp's ignore_eos bans EOS (a -inf
+            # logit bias), which changes the greedy token where the target wants to stop
             out, timings = complete(ep.url, ids, max_new_tokens, temperature,
-                                    seed=seed if temperature else None)
+                                    seed=seed if temperature else None, ignore_eos=False)
             after = settled_scrape(ep, before, sum(len(o) for o in out))
             log = None if server is None else parse_log(server.log_text())
         else:

@@ -120,6 +120,9 @@ class LlamaServer(VllmServer):
         env = {"LLAMA_TRACE": "1", **dict(kw.pop("env", None) or {})}
         super().__init__(target, drafter, depth, command=cmd, env=env, startup_timeout=startup_timeout, **kw)
         self.engine = "llama.cpp"
+        old, self.log_path = self.log_path, Path(tempfile.mkstemp(prefix="eagle_nb_llama_", suffix=".log",
+                                                                   dir=kw.get("log_dir"))[1])
+        old.unlink(missing_ok=True)
 
 
 def complete(url: str, prompts: list[list[int]], max_tokens: int, temperature: float = 0.0,
