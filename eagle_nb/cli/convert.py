@@ -12,11 +12,18 @@ def add_parser(sub):
         description="convert a drafter checkpoint between formats (key maps, layer-id translation)",
         examples="""\
             eagle-nb convert data/drafter_speculators /tmp/d --to sglang
-            eagle-nb convert /models/sglang-drafter /tmp/e --to eagle --target /models/target""")
+            eagle-nb convert /models/sglang-drafter /tmp/e --to eagle --target /models/target
+            eagle-nb convert data/drafter_eagle /tmp/drafter.gguf --to gguf --target data/target
+            eagle-nb convert data/target /tmp/target.gguf --to gguf""")
     p.add_argument("src", help="source drafter checkpoint directory (any format)")
-    p.add_argument("dst", help="directory to write the converted checkpoint to (new or empty, see --force)")
-    p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators"],
-                   help="format to write")
+    p.add_argument("dst", help="directory to write the converted checkpoint to (new or empty, see "
+                               "--force; a file with --to gguf)")
+    p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators", "gguf"],
+                   help="format to write; gguf: a llama.cpp GGUF file (SRC may then also be a stock "
+                        "Llama target)")
+    p.add_argument("--fault", default=None, choices=["layer-ids+1", "layer-ids-1", "d2t-absolute"],
+                   help="with --to gguf: write a deliberately broken drafter, to show llama.cpp a "
+                        "named fault")
     p.add_argument("--target", default=None,
                    help="target model (HF checkpoint directory or a hub id already in the local "
                         "cache): supplies embed_tokens when the source has none, and tells whether "
@@ -34,6 +41,9 @@ def add_parser(sub):
 def run(a) -> int:
     from eagle_nb.checkpoints.convert import convert
     from eagle_nb.checkpoints.inspect import inspect_checkpoint
+    if a.to == "gguf":
+        from eagle_nb.cli.gguf import cmd_convert_gguf
+        return cmd_convert_gguf(a)
     before, _ = inspect_checkpoint(a.src)
     notes: list[str] = []
     out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy, force=a.force,

@@ -1,5 +1,5 @@
 """`eagle-nb engine compare | log`: the same prompts through the kit's reference loop and a real
-engine (vLLM), and acceptance over time from a vLLM or SGLang log. Parses flags, calls
+engine (vLLM or llama.cpp), and acceptance over time from a vLLM, SGLang or llama-server log. Parses flags, calls
 `eagle_nb.engines`, prints a table or JSON."""
 from __future__ import annotations
 
@@ -13,24 +13,29 @@ from eagle_nb.cli import options
 def add_parser(sub):
     """Register `engine compare` and `engine log` on the top-level subparsers."""
     eng = options.command(
-        sub, "engine", help="compare with a real engine (vLLM), read engine logs",
-        description="compare the kit's reference loop with a real engine (vLLM), read engine logs",
+        sub, "engine", help="compare with a real engine (vLLM, llama.cpp), read engine logs",
+        description="compare the kit's reference loop with a real engine (vLLM, llama.cpp), read engine logs",
         examples="""\
             eagle-nb engine compare --depth 4 --max-new-tokens 64
             eagle-nb engine compare --url http://localhost:8000 --ablate fc-bypass
             eagle-nb engine log vllm.log --json""")
     esub = eng.add_subparsers(dest="engine_cmd", required=True)
     p = options.command(
-        esub, "compare", help="same prompts through the reference loop and a vLLM engine",
-        description="the same prompts through the kit's reference loop and a vLLM engine (launched\n"
+        esub, "compare", help="same prompts through the reference loop and an engine (vLLM, llama.cpp)",
+        description="the same prompts through the kit's reference loop and a vLLM or llama.cpp engine (launched\n"
                     "here, or a running server with --url), metric by metric, with a verdict",
         examples="""\
             eagle-nb engine compare --depth 4
+            eagle-nb engine compare --engine llama.cpp --depth 4
             eagle-nb engine compare --engine-drafter /tmp/broken --ablate fc-bypass --json""")
+    p.add_argument("--engine", default="vllm", choices=["vllm", "llama.cpp"],
+                   help="engine launched here (llama.cpp: llama-server from `make engine`, or "
+                        "$EAGLE_NB_LLAMA_SERVER; HF directories are converted to GGUF)")
     options.target(p)
     options.drafter(p)
     p.add_argument("--engine-drafter", default=None,
-                   help="serve this drafter in the engine instead (e.g. a broken copy)")
+                   help="serve this drafter in the engine instead (e.g. a broken copy; a .gguf "
+                        "file with --engine llama.cpp)")
     p.add_argument("--prompts", default=None,
                    help="JSON lines file with a 'prompt' field per line (default: the shipped "
                         "evaluation prompts)")
@@ -45,8 +50,8 @@ def add_parser(sub):
     p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
     options.json_output(p)
     p = options.command(
-        esub, "log", help="acceptance over time from a vLLM or SGLang log file",
-        description="acceptance over time from a vLLM or SGLang log file; exit 1 when it holds\n"
+        esub, "log", help="acceptance over time from a vLLM, SGLang or llama-server log file",
+        description="acceptance over time from a vLLM, SGLang or llama-server log file; exit 1 when it holds\n"
                     "no acceptance lines",
         examples="""\
             eagle-nb engine log vllm.log
@@ -70,7 +75,7 @@ def compare(a) -> int:
     try:
         res = run_compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
                           temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
-                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts)
+                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine)
     except EngineError as e:
         print(f"eagle-nb engine compare: error: {e}", file=sys.stderr)
         return 2

@@ -14,8 +14,9 @@ def add_parser(sub):
         description="detect a drafter checkpoint's format and validate it (keys, shapes, ids, d2t)",
         examples="""\
             eagle-nb inspect data/drafter_speculators
-            eagle-nb inspect /models/EAGLE3-drafter --target /models/Llama-3.1-8B-Instruct --json""")
-    p.add_argument("path", help="drafter checkpoint directory")
+            eagle-nb inspect /models/EAGLE3-drafter --target /models/Llama-3.1-8B-Instruct --json
+            eagle-nb inspect /tmp/drafter.gguf --target data/target   # llama.cpp GGUF""")
+    p.add_argument("path", help="drafter checkpoint directory, or a llama.cpp GGUF file")
     p.add_argument("--target", default=None,
                    help="target model to check the drafter against: HF checkpoint directory or a hub "
                         "id already in the local cache; only its config.json is read (default: the "
@@ -34,6 +35,10 @@ def run(a) -> int:
         )
         from eagle_nb.model.targets import resolve_target
         tcfg = read_text_config(resolve_target(a.target))
+    from eagle_nb.checkpoints.gguf_read import is_gguf
+    if is_gguf(a.path):
+        from eagle_nb.cli.gguf import cmd_inspect_gguf
+        return cmd_inspect_gguf(a, tcfg)
     try:
         rep, _ = inspect_checkpoint(a.path, tcfg)
     except CheckpointError as e:

@@ -211,7 +211,16 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     if progress:
         print("\n".join(notes), file=sys.stderr, flush=True)
     cat = F.BY_NAME                  # every fault the doctor can name: story, reference, fix
-    # 1. static
+    # 1. static (a GGUF drafter: static only; the reference loop runs HF checkpoints)
+    from eagle_nb.checkpoints.gguf_read import is_gguf
+    if is_gguf(drafter):
+        from eagle_nb.doctor.gguf_checks import gguf_checks
+        from eagle_nb.doctor.target_meta import target_meta
+        tm = target_meta(target_path)
+        checks, _ = gguf_checks(drafter, tm.config if tm else None)
+        return Diagnosis(verdict(checks, obs, [], [], {}), checks, _hypotheses({}, [], checks, {}),
+                         [], obs and obs.as_dict(), inputs, notes + ["GGUF drafter: static checks "
+                                                                     "only; pass the HF drafter for the measured part"])
     try:
         checks, rep, state, _ = run_static(drafter, target_path)
     except CheckpointError as e:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import warnings
 from dataclasses import dataclass, field
 
 import pandas as pd
 
-from eagle_nb.engines.endpoint import Counters, Endpoint
-from eagle_nb.engines.logs import parse_log
+from eagle_nb.engines.endpoint import Counters
+from eagle_nb.engines.engine_run import ENGINES, run_on_engine, unavailable_reason
 from eagle_nb.loop.metrics import (
     AcceptanceMetrics,
     acceptance_metrics,
@@ -151,17 +150,6 @@ class Comparison:
         return out
 
 
-def _log_caught_up(server, drafted_total: float, timeout: float = 10.0):
-    """The server's parsed log once its SpecDecoding lines account for every drafted token the
-    counters saw (vLLM logs on a timer, so the last lines come up to an interval later)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        p = parse_log(server.log_text())
-        if p.summary.get("vllm", {}).get("drafted_tokens", 0) >= drafted_total or time.monotonic() > deadline:
-            return p
-        time.sleep(0.25)
-
-
 def judge(ref: AcceptanceMetrics, eng: AcceptanceMetrics | None, temperature: float,
           tau_tol: float | None = None, pos_tol: float | None = None) -> tuple[str, str, dict]:
     """Verdict and the tolerance it used: the measured greedy agreement, widened at T > 0 by twice
@@ -196,11 +184,12 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             server=None, engine_drafter=None, pair=None, n_prompts: int | None = None,
             tau_tol: float | None = None, pos_tol: float | None = None,
             startup_timeout: float = 900.0, missing_engine: str = "raise",
-            server_kw: dict | None = None) -> Comparison:
+            server_kw: dict | None = None, engine: str = "vllm") -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
-    running VllmServer), `url` (a server someone else runs), or else a vLLM server launched here
-    for `target` + (`engine_drafter` or `drafter`) and stopped afterwards.
+    running VllmServer / LlamaServer), `url` (a server someone else runs), or else an `engine`
+    server ("vllm", or "llama.cpp": HF directories converted to GGUF, GGUF files served as they
+    are) launched here for `target` + (`engine_drafter` or `drafter`) and stopped afterwards.
     `missing_engine="reference-only"` (notebooks): when no engine environment exists and no server
     or URL is given, return the reference side alone, verdict_kind "not-run" with the reason."""
     if missing_engine not in ("raise", "reference-only"):
@@ -208,42 +197,42 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     if engine_drafter is not None and (url is not None or server is not None):
         raise ValueError("engine_drafter applies to a server launched here; a running server or URL "
                          "already serves its own drafter")
-    from eagle_nb.engines.server import VllmServer, engine_unavailable_reason
+    engine = getattr(server, "engine", engine)          # a LlamaServer says what it is
     from eagle_nb.experiment.pair import Pair, shipped_prompts
-    from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+    from eagle_nb.io.paths import (
+        SHIPPED_DRAFTER,
+        SHIPPED_DRAFTER_SPECULATORS,
+        SHIPPED_TARGET,
+    )
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
     ref, ref_ids, notes = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens,
                                         temperature=temperature, seed=seed, ablations=ablations)
-    own = None
     if url is None and server is None and missing_engine == "reference-only":
-        reason = engine_unavailable_reason()
+        reason = unavailable_reason(engine)
         if reason:
             return Comparison({"depth": depth, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                               "prompts": len(prompts), "reference_ablations": list(ablations)},
+                               "prompts": len(prompts), "reference_ablations": list(ablations),
+                               "engine_kind": engine},
                               ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
-    if url is None and server is None:
-        own = VllmServer(target or SHIPPED_TARGET, engine_drafter or drafter or SHIPPED_DRAFTER_SPECULATORS,
-                         depth, startup_timeout=startup_timeout, **(server_kw or {})).start()
-        server = own
-    try:
-        ep = Endpoint(url or server.url)
-        before = ep.scrape()
-        out = ep.complete(ids, max_new_tokens, temperature, seed=seed if temperature else None)
-        after = ep.scrape()
-        delta = after - before
-        log = None if server is None else _log_caught_up(server, after.num_draft_tokens)
-    finally:
-        if own is not None:
-            own.stop()
-    warns = [] if own is not None else [CONCURRENCY_WARNING]
+    default = SHIPPED_DRAFTER if engine == "llama.cpp" else SHIPPED_DRAFTER_SPECULATORS
+    run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                        url=url, server=server, target=target or SHIPPED_TARGET,
+                        drafter=engine_drafter or drafter or default, depth=depth,
+                        startup_timeout=startup_timeout, server_kw=server_kw)
+    delta, out, log = run.counters, run.outputs, run.log
+    if engine == "llama.cpp" and temperature:
+        notes.append("llama.cpp accepts a draft token while it equals the target's sampled token "
+                     "(common_sampler_sample_and_accept_n), not by rejection sampling: at T > 0 its "
+                     "acceptance is not the reference loop's quantity")
+    warns = [] if run.launched_here else [CONCURRENCY_WARNING]
     got = sum(len(o) for o in out if o is not None)
     if delta.generation_tokens and got and delta.generation_tokens > got:
         warns.append(f"the server generated {delta.generation_tokens:.0f} tokens between the scrapes, "
                      f"this run asked for {got}: other traffic is mixed into these counters")
-    eng = metrics_from_counters(delta, depth) if delta.engine == "vllm" else None
+    eng = metrics_from_counters(delta, depth) if delta.engine in ENGINES else None
     if delta.engine == "sglang":
         notes.append("SGLang exposes gauges of its last log interval, not counters: "
                      f"{delta.gauges}; read its decode log with `parse_log` for acceptance over time")
@@ -253,10 +242,8 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     setting = {"depth": depth, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
                "prompts": len(prompts), "reference_ablations": list(ablations),
                "target": str(target or "shipped"), "drafter": str(drafter or "shipped"),
-               "engine": url or (server.url if server is not None else None),
-               "engine_drafter": None if url else str(getattr(server, "drafter", engine_drafter)),
-               "engine_launched_here": own is not None,
-               "engine_startup_s": getattr(own, "startup_s", None)}
+               "engine_kind": engine, "engine": run.url, "engine_drafter": run.drafter,
+               "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s}
     return Comparison(setting, ref, eng, delta, agreement(ref_ids, out), tol, kind, verdict, warns,
                       notes, log)
 

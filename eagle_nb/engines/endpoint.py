@@ -4,7 +4,8 @@ and the Prometheus `/metrics` acceptance counters.
 vLLM exposes counters (`vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,
 `..._num_accepted_tokens_total`, `..._num_accepted_tokens_per_pos_total{position="i"}`), so the
 difference of two scrapes is exactly this run's acceptance (plus whatever else the server served
-meanwhile). SGLang exposes gauges (`sglang:spec_accept_length`, `sglang:spec_accept_rate`) of its
+meanwhile). llama-server (`--metrics`) exposes the same four counters under `llamacpp:spec_decode_`
+(tools/server/server-task.cpp). SGLang exposes gauges (`sglang:spec_accept_length`, `sglang:spec_accept_rate`) of its
 last log interval, which cannot be differenced. Knows HTTP and the metric names; no models.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from eagle_nb.io.prometheus import read_spec_metrics
 @dataclass
 class Counters:
     """Speculative-decoding metrics scraped from one `/metrics` page."""
-    engine: str                                   # "vllm", "sglang" or "none"
+    engine: str                                   # "vllm", "llama.cpp", "sglang" or "none"
     num_drafts: float = 0.0
     num_draft_tokens: float = 0.0
     num_accepted_tokens: float = 0.0
@@ -51,9 +52,9 @@ def parse_metrics(text: str) -> Counters:
     """Prometheus text -> Counters (read by `io.prometheus`, the one `/metrics` reader). Samples
     are summed over labels other than `position` (several engines or models behind one server add up)."""
     m = read_spec_metrics(text)
-    if m.engine == "vllm":
+    if m.engine in ("vllm", "llama.cpp"):
         t = m.totals
-        return Counters("vllm", t.get("num_drafts", 0.0), t.get("num_draft_tokens", 0.0),
+        return Counters(m.engine, t.get("num_drafts", 0.0), t.get("num_draft_tokens", 0.0),
                         t.get("num_accepted_tokens", 0.0), list(m.accepted_per_pos),
                         generation_tokens=m.generation_tokens)
     return Counters(m.engine, gauges=m.gauges)

@@ -3,7 +3,9 @@
 The lines are read by `io.engine_logs` (the one reader of engine logs: formats, malformed lines);
 this module tabulates them, pools vLLM's lines as its counters pool, and infers which accept-rate
 formula an SGLang log used from the numbers (`infer_sglang_formula`; the formulas and their versions
-are `loop.metrics.SGLANG_RATE_FORMULAS`). Nothing here raises on bad text. Knows log text only.
+are `loop.metrics.SGLANG_RATE_FORMULAS`). llama-server's per-request "draft acceptance" lines and
+LLAMA_TRACE per-step "accepted k/n draft tokens" lines are summarised by `io.llama_logs`.
+Nothing here raises on bad text. Knows log text only.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eagle_nb.io.engine_logs import TIMES, scan
+from eagle_nb.io.llama_logs import llama_summary
 from eagle_nb.loop.metrics import SGLANG_RATE_FORMULAS as FORMULAS
 from eagle_nb.loop.sglang_formula import infer_sglang_formula
 
@@ -61,6 +64,9 @@ def parse_log(text: str, num_draft_tokens: int | None = None) -> ParsedLog:
         if summary["sglang"]["formula"] in FORMULAS and summary["sglang"]["num_draft_tokens"]:
             n = summary["sglang"]["num_draft_tokens"]
             df.loc[s.index, "draft_acceptance_rate"] = (s.accept_length - 1) / (n - 1)
+    lc = df[df.engine == "llama.cpp"]
+    if len(lc) or "draft tokens" in text:
+        summary["llama.cpp"] = llama_summary(text, lc)
     return ParsedLog(df, summary)
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from eagle_nb.io.llama_logs import LLAMA_MARK, parse_llama_line
+
 VLLM_MARK = "SpecDecoding metrics:"
 SGLANG_MARK = "accept len"
 NUM = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -38,7 +40,8 @@ SGLANG_FIELDS = {
 }
 # timestamp text and its strptime format, per engine
 TIMES = {"vllm": (re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d)"), "%m-%d %H:%M:%S"),   # INFO 11-30 08:50:01
-         "sglang": (re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"), "%Y-%m-%d %H:%M:%S")}  # [2025-11-13 10:00:00
+         "sglang": (re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"), "%Y-%m-%d %H:%M:%S")}
+TIMES["llama.cpp"] = TIMES["sglang"]  # [2025-11-13 10:00:00
 
 
 @dataclass
@@ -94,6 +97,8 @@ def scan(text: str) -> LogScan:
             engine, f = "vllm", parse_vllm(line)
         elif SGLANG_MARK in line:
             engine, f = "sglang", parse_sglang(line)
+        elif LLAMA_MARK in line:
+            engine, f = "llama.cpp", parse_llama_line(line)
         else:
             out.counts["other"] += 1
             out.other_mentions += "acceptance" in line.lower()
@@ -102,6 +107,6 @@ def scan(text: str) -> LogScan:
             out.counts["malformed"] += 1
             out.malformed.append({"line_no": no, "text": line[:300]})
             continue
-        out.counts[engine] += 1
+        out.counts[engine] = out.counts.get(engine, 0) + 1    # "llama.cpp" appears when it has lines
         out.rows.append({"line_no": no, "time": time_text(line, engine), "engine": engine, **f})
     return out

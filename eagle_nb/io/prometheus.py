@@ -6,7 +6,9 @@ vLLM exposes counters (`vllm:spec_decode_num_drafts[_total]`, `..._num_draft_tok
 `..._num_accepted_tokens`, `..._num_accepted_tokens_per_pos{position="i"}`); samples are summed over
 label sets other than `position` (several engines or models behind one server add up). SGLang
 exposes gauges (`sglang:spec_accept_length`, `sglang:spec_accept_rate`, ...) of its last log
-interval. Unparseable lines are skipped. Knows metric names only.
+interval. llama.cpp's llama-server (`--metrics`) exposes the same counters under
+`llamacpp:spec_decode_*` (tools/server/server-task.cpp in llama.cpp) and is read the same way.
+Unparseable lines are skipped. Knows metric names only.
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import re
 from dataclasses import dataclass, field
 
 VLLM_PREFIX = "vllm:spec_decode_"
+COUNTER_PREFIXES = {VLLM_PREFIX: "vllm", "llamacpp:spec_decode_": "llama.cpp"}   # same counter names
+GENERATED = ("vllm:generation_tokens_total", "llamacpp:tokens_predicted_total")
 SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -36,7 +40,7 @@ def samples(text: str):
 @dataclass
 class SpecMetrics:
     """What one `/metrics` page says about speculative decoding."""
-    engine: str                                   # "vllm", "sglang" or "none"
+    engine: str                                   # "vllm", "llama.cpp", "sglang" or "none"
     totals: dict = field(default_factory=dict)    # vLLM counters by base name ("num_drafts", ...)
     accepted_per_pos: list[float] = field(default_factory=list)   # vLLM, by position
     gauges: dict = field(default_factory=dict)    # SGLang spec_* gauges (spec_accept_length, ...)
@@ -48,20 +52,23 @@ def read_spec_metrics(text: str) -> SpecMetrics:
     per_pos: dict[int, float] = {}
     gauges: dict[str, float] = {}
     gen = 0.0
+    engine = "vllm"
     for name, labels, v in samples(text):
-        if name.startswith(VLLM_PREFIX) and not name.endswith("_created"):
-            base = name[len(VLLM_PREFIX):].removesuffix("_total")
+        prefix = next((p for p in COUNTER_PREFIXES if name.startswith(p)), None)
+        if prefix and not name.endswith("_created"):
+            engine = COUNTER_PREFIXES[prefix]
+            base = name[len(prefix):].removesuffix("_total")
             if base == "num_accepted_tokens_per_pos":
                 if "position" in labels:
                     i = int(labels["position"])
                     per_pos[i] = per_pos.get(i, 0.0) + v
             else:
                 totals[base] = totals.get(base, 0.0) + v
-        elif name == "vllm:generation_tokens_total":
+        elif name in GENERATED:
             gen += v
         elif name.startswith("sglang:spec_"):
             gauges[name[len("sglang:"):]] = v
     if totals or per_pos:
         k = max(per_pos) + 1 if per_pos else 0
-        return SpecMetrics("vllm", totals, [per_pos.get(i, 0.0) for i in range(k)], {}, gen)
+        return SpecMetrics(engine, totals, [per_pos.get(i, 0.0) for i in range(k)], {}, gen)
     return SpecMetrics("sglang" if gauges else "none", gauges=gauges)

@@ -25,7 +25,8 @@ NOTEBOOKS = report_execute.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
                    "max_new_tokens", "device", "device_map")
 BUDGET_S = 300          # notebooks 01-04 on the 2-core reference CPU
-ENGINE_BUDGET_S = 150   # 05: two vLLM start-ups (~40-60 s each here) and two short comparisons
+ENGINE_BUDGET_S = 150   # 05: two vLLM start-ups (~40-60 s each here), two short comparisons and
+                        # llama.cpp's (start-up < 3 s, 16 requests ~10 s on a quiet machine)
 
 
 def well_below(fault_tau: float, healthy_tau: float, keeps: float = 0.6) -> bool:
@@ -282,6 +283,11 @@ def test_05_engine_agrees_with_reference_and_ablation(built):
     from eagle_nb.engines import engine_unavailable_reason
     from eagle_nb.engines.compare import GREEDY_TAU_TOL
     r = rec(built, "05_engine_vs_reference")
+    from eagle_nb.engines import llama_unavailable_reason
+    lc = r["llama_cpp"]                          # section 4: llama.cpp, when llama-server exists
+    assert lc["ran"] is (llama_unavailable_reason() is None), lc
+    if lc["ran"]:
+        assert lc["verdict"] == "match" and lc["identical_outputs"] >= 14, lc
     if engine_unavailable_reason() is not None:
         assert r["engine_ran"] is False
         return

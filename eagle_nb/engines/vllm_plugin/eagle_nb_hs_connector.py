@@ -13,7 +13,9 @@ import os
 import torch
 from safetensors.torch import save_file
 from vllm.distributed.kv_transfer.kv_connector.v1.example_hidden_states_connector import (
-    ExampleHiddenStatesConnector, extract_from_kv_cache)
+    ExampleHiddenStatesConnector,
+    extract_from_kv_cache,
+)
 from vllm.logger import init_logger
 
 logger = init_logger(__name__)
