@@ -22,7 +22,7 @@ from eagle_nb.checkpoints.detect import (
     read_config,
 )
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
-from eagle_nb.checkpoints.validate import Report, check_finite
+from eagle_nb.checkpoints.validate import Report, check_finite_streamed
 from eagle_nb.io.files import show
 from eagle_nb.io.lazy_weights import LazyState
 from eagle_nb.io.weight_files import CheckpointError, read_weights
@@ -76,7 +76,7 @@ def load_drafter(path, target=None, *, dtype=None, device=None,
 def load_with_report(path, target, dtype, device) -> tuple[Eagle3Drafter, Report, torch.Tensor | None]:
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
-    check_finite(state, rep)        # every value: the views are read here, once
+    check_finite_streamed(state, rep)   # every value, in bounded chunks read from the file
     if "embed_tokens.weight" not in state:
         if temb is None:
             rep.problems.append(f"{path}: checkpoint has no embed_tokens.weight; pass target= "
