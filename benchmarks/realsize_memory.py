@@ -59,7 +59,7 @@ def main() -> None:
         build(a.case, root, a.scale)
         print(f"built {root} in {time.time() - t0:.0f} s")
     file, emb, largest = sizes(d, t)
-    base = peak_rss(["-c", "import torch, eagle_nb.checkpoints.convert, eagle_nb.doctor.static_checks"]) / 1024
+    base = peak_rss(["-c", "import torch, eagle_nb.checkpoints.convert"]) / 1024
     out = root / "converted"
     shutil.rmtree(out, ignore_errors=True)
     runs = [("inspect --target", ["-m", "eagle_nb", "inspect", str(d), "--target", str(t)], 0.6),

@@ -3,9 +3,10 @@
 Weights are memory-mapped by io/lazy_weights.py (safetensors headers parsed, `.bin` through
 `torch.load(weights_only=True, mmap=True)`): loading never executes checkpoint code, keeps the
 file's dtype unless `dtype=` asks otherwise, and copies nothing it does not cast, so a drafter
-costs about its file size plus, when borrowed, the rows of the target's embedding it reads. `load_drafter_engine_style` is an ABLATION that drops
-unknown names and keeps random init, as SGLang's loader does (by default as SGLang <= 0.5.11,
-which drops `layers.0.*`); it exists for the notebooks and the fault registry only.
+costs about its file size plus, when borrowed, the rows of the target's embedding it reads.
+`load_drafter_engine_style` is an ABLATION that drops unknown names and keeps random init, as
+SGLang's loader does (by default as SGLang <= 0.5.11, which drops `layers.0.*`); it exists for
+the notebooks and the fault registry only.
 """
 
 from __future__ import annotations
@@ -65,9 +66,9 @@ def load_drafter(path, target=None, *, dtype=None, device=None,
     `fc.weight`; other floating tensors are cast to it), memory-mapped where nothing is cast; pass
     `dtype=torch.float32` for float32 arithmetic (what the CPU loops choose). `target` (path or
     model) supplies `embed_tokens` when the checkpoint has none and is checked against the
-    drafter. `feedback` is the state fed back across draft steps (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge
-    trains). Known-harmless extras (frozen-target buffers, optimizer leftovers) are dropped with a
-    CheckpointWarning naming them. Raises CheckpointError listing every problem."""
+    drafter. `feedback` is the state fed back across draft steps (drafter.py: "serving" as
+    SGLang/vLLM, or "pre-norm" as SpecForge trains). Known-harmless extras (frozen-target
+    buffers, optimizer leftovers) are dropped with a CheckpointWarning naming them. Raises CheckpointError listing every problem."""
     model = load_with_report(path, target, dtype, device)[0]
     model.set_feedback(feedback)
     return model
