@@ -4,8 +4,8 @@ beside the checkpoint's file size and the budget each command is held to.
 
     python benchmarks/realsize_memory.py [--case kimi25] [--scale 1.0] [--dir /tmp/rs] [--to speculators]
 
-Each command runs in its own process; its peak is the kernel's ru_maxrss for that process
-(os.wait4), the same number `/usr/bin/time -v` prints as "Maximum resident set size". The
+Each command runs in its own process; its peak is what `/usr/bin/time -v` prints as "Maximum
+resident set size" (tests/realsize_checkpoints.py `peak_rss`). The
 checkpoint is built once under --dir (about 7 GB for Kimi-K2.5 at scale 1) and reused.
 Budgets (GiB): inspect 0.6; doctor 1.2 x drafter file + 0.6; load 1.2 x (drafter file +
 borrowed embedding) + 0.6; convert the largest tensor written + 1.
@@ -59,7 +59,7 @@ def main() -> None:
         build(a.case, root, a.scale)
         print(f"built {root} in {time.time() - t0:.0f} s")
     file, emb, largest = sizes(d, t)
-    base = peak_rss(["-c", "import torch, eagle_nb.checkpoints.convert, eagle_nb.doctor.static_checks"]) / 1024
+    base = peak_rss(["-c", "import torch, eagle_nb.checkpoints.convert"]) / 1024
     out = root / "converted"
     shutil.rmtree(out, ignore_errors=True)
     runs = [("inspect --target", ["-m", "eagle_nb", "inspect", str(d), "--target", str(t)], 0.6),

@@ -227,20 +227,23 @@ def build(case: str, out, scale: float = 1.0, *, crlf: bool = False, seed: int =
 
 
 def peak_rss(args: list[str]) -> float:
-    """Peak resident set size in MiB of `python *args` run as a child process of this repository
-    (the kernel's ru_maxrss for that one child, read with os.wait4). Raises on a non-zero exit."""
+    """Peak resident set size in MiB of `python *args` run in a child process of this repository,
+    measured by GNU time (`/usr/bin/time -f %M`, what `time -v` prints as "Maximum resident set
+    size"). Without it, os.wait4's ru_maxrss, which Linux floors at this process's own peak (a
+    child keeps the high-water mark of the process it was forked from). Raises on a non-zero exit."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "HF_HUB_OFFLINE": "1"}
+    gnu_time = Path("/usr/bin/time").exists()
+    cmd = (["/usr/bin/time", "-f", "%M"] if gnu_time else []) + [sys.executable, *args]
     with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=err, env=env)
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            p.returncode = 0 if p.returncode is None else p.returncode
-        if status:
-            err.seek(0)
-            raise RuntimeError(f"{args} exited {status}: {err.read().decode(errors='replace')[-2000:]}")
-    return usage.ru_maxrss / 1024
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = status
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if status:
+        raise RuntimeError(f"{args} exited {status}: {text[-2000:]}")
+    return int(text.split()[-1]) / 1024 if gnu_time else usage.ru_maxrss / 1024
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Weights are memory-mapped by io/lazy_weights.py (safetensors headers parsed, `.bin` through
 `torch.load(weights_only=True, mmap=True)`): loading never executes checkpoint code, keeps the
 file's dtype unless `dtype=` asks otherwise, and copies nothing it does not cast, so a drafter
-costs about its file size plus, when borrowed, the rows of the target's embedding it reads. `load_drafter_engine_style` is an ABLATION that drops
-unknown names and keeps random init, as SGLang's loader does (by default as SGLang <= 0.5.11,
-which drops `layers.0.*`); it exists for the notebooks and the fault registry only.
+costs about its file size plus, when borrowed, the rows of the target's embedding it reads.
+`load_drafter_engine_style` is an ABLATION that drops unknown names and keeps random init, as
+SGLang's loader does (by default as SGLang <= 0.5.11, which drops `layers.0.*`); it exists for
+the notebooks and the fault registry only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from eagle_nb.checkpoints.detect import (
     read_config,
 )
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
-from eagle_nb.checkpoints.validate import Report, check_finite
+from eagle_nb.checkpoints.validate import Report, check_finite_streamed
 from eagle_nb.io.files import show
 from eagle_nb.io.lazy_weights import LazyState
 from eagle_nb.io.weight_files import CheckpointError, read_weights
@@ -65,9 +66,9 @@ def load_drafter(path, target=None, *, dtype=None, device=None,
     `fc.weight`; other floating tensors are cast to it), memory-mapped where nothing is cast; pass
     `dtype=torch.float32` for float32 arithmetic (what the CPU loops choose). `target` (path or
     model) supplies `embed_tokens` when the checkpoint has none and is checked against the
-    drafter. `feedback` is the state fed back across draft steps (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge
-    trains). Known-harmless extras (frozen-target buffers, optimizer leftovers) are dropped with a
-    CheckpointWarning naming them. Raises CheckpointError listing every problem."""
+    drafter. `feedback` is the state fed back across draft steps (drafter.py: "serving" as
+    SGLang/vLLM, or "pre-norm" as SpecForge trains). Known-harmless extras (frozen-target
+    buffers, optimizer leftovers) are dropped with a CheckpointWarning naming them. Raises CheckpointError listing every problem."""
     model = load_with_report(path, target, dtype, device)[0]
     model.set_feedback(feedback)
     return model
@@ -76,7 +77,7 @@ def load_drafter(path, target=None, *, dtype=None, device=None,
 def load_with_report(path, target, dtype, device) -> tuple[Eagle3Drafter, Report, torch.Tensor | None]:
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
-    check_finite(state, rep)        # every value: the views are read here, once
+    check_finite_streamed(state, rep)   # every value, in bounded chunks read from the file
     if "embed_tokens.weight" not in state:
         if temb is None:
             rep.problem("embed-missing", f"{path}: checkpoint has no embed_tokens.weight; pass "

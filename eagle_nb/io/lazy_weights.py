@@ -35,7 +35,7 @@ ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
              "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool,
              "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
 HEADER_CAP = 100 << 20
-CHUNK_BYTES = 64 << 20
+CHUNK_BYTES = 16 << 20     # a chunk and its temporaries (isfinite, casts): ~5 x this
 
 
 @dataclass(frozen=True)

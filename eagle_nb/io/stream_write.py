@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from eagle_nb.io.lazy_weights import ST_DTYPES
+from eagle_nb.io.lazy_weights import CHUNK_BYTES, ST_DTYPES
 
 ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
 
@@ -31,7 +31,7 @@ class Planned:
 
 
 def from_tensor(name: str, t: torch.Tensor, dtype: torch.dtype | None = None,
-                max_bytes: int = 64 << 20) -> Planned:
+                max_bytes: int = CHUNK_BYTES) -> Planned:
     """A tensor already in memory, cast chunk by chunk to `dtype` (its own when None)."""
     dtype = dtype or t.dtype
 

@@ -19,7 +19,7 @@ import torch
 
 from eagle_nb.io.files import UserFileError, read_json_object
 from eagle_nb.io.hub import cached_snapshot
-from eagle_nb.io.lazy_weights import WeightFile
+from eagle_nb.io.lazy_weights import CHUNK_BYTES, WeightFile
 from eagle_nb.io.weight_files import CheckpointError
 
 # Sub-config keys under which multimodal configs keep their text decoder's config, most common first.
@@ -169,7 +169,7 @@ class TargetParts:
         """Size of `key`'s data in its file, from the header."""
         return self._weight_file(key).entries[key].nbytes
 
-    def chunks(self, key: str, max_bytes: int = 64 << 20):
+    def chunks(self, key: str, max_bytes: int = CHUNK_BYTES):
         """`key` flattened, in copies of at most `max_bytes`, read from its file."""
         return self._weight_file(key).chunks(key, max_bytes)
 
