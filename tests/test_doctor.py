@@ -119,6 +119,22 @@ def test_embedding_probe_finds_a_random_drafter_embedding(tmp_path):
     assert "the target's embedding fits better" in d.verdict.summary
 
 
+def test_layer_ids_shifted_by_one_are_named_without_an_observation(tmp_path):
+    """A drafter whose config writes its aux ids one boundary late ([3, 5, 6] for [2, 4, 5]),
+    no observation: at the default workload (every shipped prompt x 64 tokens, by the one pass)
+    the probe reading one boundary earlier clearly raises tau and the verdict names the shift
+    (at 8 prompts x 32 tokens it measured +0.10 +- 0.08: "not clearly better")."""
+    def shift(cfg):
+        cfg["eagle_aux_hidden_state_layer_ids"] = [3, 5, 6]
+    out = plant(tmp_path, config=shift)
+    d = doctor(out, depth=K, faults=["layer-ids-1", "layer-ids+1"], progress=False)
+    probe = next(p for p in d.probes if p.name == "layer-ids-1")
+    assert probe.better, d.text()
+    assert d.verdict.cause == "layer-ids+1" and d.verdict.basis == "probe", d.verdict
+    assert d.inputs["prompts"] == len(shipped_prompts()) and d.inputs["max_new_tokens"] == 64
+    assert any("one pass" in n for n in d.notes)
+
+
 def test_catalogue_table_has_every_fault_and_crash_text(pair):
     """The catalogue measures each registered fault (or says why it does not apply) and lists
     the crash-only faults with their error text; the markdown table has one row per entry."""

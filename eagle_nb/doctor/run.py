@@ -215,14 +215,27 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
                    f"z {dist:.1f}): {story}{tail}", fix, conf, "observation", also)
 
 
-def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int = 8,
-           max_new_tokens: int = 32, temperature: float = 0.0, observed_log=None,
+# What the doctor measures on. Greedy chains come from the one pass (experiment/onepass_runs.py),
+# cheap enough for every shipped prompt x 64 tokens: there a drafter whose layer ids are shifted
+# by one is named by the probe (+0.16 +- 0.04 for the right ids on the shipped pair; at 8 x 32 it
+# was +0.10 +- 0.08, "not clearly better"). Sampling (T > 0) runs the live loop: 8 x 32.
+WORKLOAD = {"one-pass": (None, 64), "live loop": (8, 32)}     # (prompts, new tokens); None: all
+
+
+def workload(temperature: float, n_prompts: int | None, max_new_tokens: int | None) -> tuple:
+    n, new = WORKLOAD["one-pass" if temperature == 0 else "live loop"]
+    return (n if n_prompts is None else n_prompts), (new if max_new_tokens is None else max_new_tokens)
+
+
+def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int | None = None,
+           max_new_tokens: int | None = None, temperature: float = 0.0, observed_log=None,
            observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
            faults=None, pair=None, progress: bool = True) -> Diagnosis:
     """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
     target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
     file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
-    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache)."""
+    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache).
+    `n_prompts` / `max_new_tokens` default to `WORKLOAD` (all shipped prompts x 64 at T = 0)."""
     from eagle_nb.doctor.observed import read_observation
     from eagle_nb.doctor.static_checks import run_static
     from eagle_nb.io.paths import SHIPPED_TARGET
@@ -231,6 +244,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     obs = read_observation(log=observed_log, url=observed_url, tau=observed_tau,
                            per_position=observed_per_position, depth=depth)
     k = depth or (obs.depth if obs is not None and obs.depth else 4)
+    n_prompts, max_new_tokens = workload(temperature, n_prompts, max_new_tokens)
     inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
     notes: list[str] = []
@@ -260,6 +274,8 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None)
         checks.append(fc_range_check(pair, plist))
         profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
+        how = "one pass (exact greedy chain acceptance)" if temperature == 0 else "the live loop"
+        notes.append(f"faults measured by {how} on {len(plist)} prompts x {max_new_tokens} tokens")
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)
     # 4. rank

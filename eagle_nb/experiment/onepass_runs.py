@@ -32,6 +32,12 @@ class OnePass:
         self.pair, self.batch_size = pair, batch_size
         self._states: dict = {}
         self._matches: dict = {}
+        self._encoded: dict = {}
+
+    def encode(self, text: str):
+        if text not in self._encoded:
+            self._encoded[text] = self.pair.encode(text)
+        return self._encoded[text]
 
     def applies(self, s: Setting, check_reference: bool) -> bool:
         return s.temperature == 0 and not s.is_tree and not check_reference
@@ -56,7 +62,7 @@ class OnePass:
         """(wiring, target states, drafter pass, ChainRun) for a greedy chain setting."""
         pair = self.pair
         w = pair.wiring(s)
-        ids = [fit_prompt(pair.encode(w.prompt_format.format(prompt=p)), pair.target,
+        ids = [fit_prompt(self.encode(w.prompt_format.format(prompt=p)), pair.target,
                           s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
                for i, p in enumerate(prompts)]
         key = (tuple(prompts), tuple(x.shape[-1] for x in ids), s.faults, s.layer_ids, s.max_new_tokens)

@@ -55,6 +55,17 @@ class Matches:
         """m(p) for every row of prompt b: leading hits, capped at k_max. (P_i,)"""
         return self.hit[b].long().cumprod(-1).sum(-1)
 
+    def as_lists(self, b: int) -> tuple[list, list, list, list]:
+        """Prompt b as Python lists (walks index them thousands of times): m(p), pred, margin, and
+        the running hit counts per step (row r: hits among rows < r). Cached."""
+        cache = self.__dict__.setdefault("_lists", {})
+        if b not in cache:
+            hit = self.hit[b].long()
+            cum = torch.cat([torch.zeros(1, self.k_max, dtype=torch.long), hit.cumsum(0)])
+            cache[b] = (self.lengths(b).tolist(), self.pred[b].tolist(), self.margin[b].tolist(),
+                        cum.tolist())
+        return cache[b]
+
     def extend(self, other: "Matches") -> None:
         if other.k_max != self.k_max:
             raise ValueError(f"cannot join passes of depth {self.k_max} and {other.k_max}")
@@ -103,11 +114,16 @@ def match_lengths(drafter, ids: list[torch.Tensor], feats: list[torch.Tensor],
         preds, hits, margins = [], [], []
         for j, logits in enumerate(ttt_steps(drafter, x, drafter.fuse(f, fc_policy), k_max, first)):
             logits = logits[:, first:] if j == 0 else logits                # (B, C - first, Vd)
-            tid = drafter.draft_to_target(logits.argmax(-1), d2t)          # as chain.generate
-            top = logits.float().topk(2, -1).values
+            top = logits.topk(2, -1)
+            margin = (top.values[..., 0] - top.values[..., 1]).float()
+            best = top.indices[..., 0]
+            tie = ~(margin > 0)                  # exact tie or NaN: argmax's rule, as chain.generate
+            if tie.any():
+                best = torch.where(tie, logits.argmax(-1), best)
+            tid = drafter.draft_to_target(best, d2t)
             preds.append(tid)
             hits.append(tid == x[:, first + j + 2:C + j + 2])
-            margins.append(top[..., 0] - top[..., 1])
+            margins.append(margin)
         pred, hit, margin = (torch.stack(v, -1).cpu() for v in (preds, hits, margins))
         for b, (c, a) in enumerate(zip(cols, starts)):
             rows = slice(a - first, max(c - first, a - first))
@@ -127,10 +143,12 @@ class Walk:
     tie_at: list[tuple[int, int, float]] = field(default_factory=list)  # (p, j, margin) < NEAR_TIE
 
 
-def walk(m: torch.Tensor, seq: torch.Tensor, T0: int, depth: int, max_new_tokens: int,
-         eos_token_id=None, margin: torch.Tensor | None = None) -> Walk:
-    """The live loop's verify steps from match lengths m (row p - T0): accept min(m(p), k)."""
-    s = seq.tolist()
+def walk(m, seq, T0: int, depth: int, max_new_tokens: int, eos_token_id=None,
+         margin=None) -> Walk:
+    """The live loop's verify steps from match lengths m (row p - T0): accept min(m(p), k).
+    m, seq, margin: tensors or (nested) lists."""
+    s = seq.tolist() if isinstance(seq, torch.Tensor) else seq
+    margin = margin.tolist() if isinstance(margin, torch.Tensor) else margin
     p, tokens, counts, ps = T0, [s[T0]], [], []
     low, ties = float("inf"), []
     while len(tokens) < max_new_tokens and tokens[-1] != eos_token_id:
@@ -138,7 +156,7 @@ def walk(m: torch.Tensor, seq: torch.Tensor, T0: int, depth: int, max_new_tokens
         counts.append(a)
         ps.append(p)
         if margin is not None:
-            used = margin[p - T0, :min(a + 1, depth)].tolist()      # accepted + first rejected
+            used = margin[p - T0][:min(a + 1, depth)]              # accepted + first rejected
             low = min(low, *used)
             ties += [(p, j, v) for j, v in enumerate(used) if v < NEAR_TIE]
         accepted = s[p + 1:p + a + 1]
@@ -178,21 +196,20 @@ def chain_run(matches: Matches, seqs: list[torch.Tensor], prompt_lens: list[int]
         raise ValueError(f"depth {depth} outside 1..{matches.k_max} (the depths this pass computed)")
     budgets = max_new_tokens if isinstance(max_new_tokens, (list, tuple)) else [max_new_tokens] * len(seqs)
     stats, walks = [], []
-    hits, tried = torch.zeros(depth), torch.zeros(depth)
+    hits, tried = [0] * depth, [0] * depth
     for b, (seq, T0) in enumerate(zip(seqs, prompt_lens)):
-        w = walk(matches.lengths(b), seq, T0, depth, budgets[b], eos_token_id, matches.margin[b])
-        st = SpecStats(depth, 0.0, T0, tokens=w.tokens)
+        m, pred, margin, cum = matches.as_lists(b)
         s = seq.tolist()
-        for p, a in zip(w.positions, w.accept_counts):
-            drafts = matches.pred[b][p - T0, :min(a + 1, depth)].tolist()
-            st.steps.append(VerifyStep(a, drafts, s[p + 1:p + depth + 2]))
+        w = walk(m, s, T0, depth, budgets[b], eos_token_id, margin)
+        st = SpecStats(depth, 0.0, T0, tokens=w.tokens)
+        st.steps = [VerifyStep(a, pred[p - T0][:min(a + 1, depth)], s[p + 1:p + depth + 2])
+                    for p, a in zip(w.positions, w.accept_counts)]
         stats.append(st)
         walks.append(w)
-        last = T0 + len(w.tokens) - 1                       # index of the last committed token
-        for j in range(depth):                             # positions p with token p+1+j committed
-            rows = matches.hit[b][:max(last - j - T0, 0), j]
-            hits[j] += rows.sum()
-            tried[j] += rows.numel()
+        for j in range(depth):            # rows p - T0 < len(tokens) - 1 - j: token p+1+j committed
+            r = max(len(w.tokens) - 1 - j, 0)
+            hits[j] += cum[r][j]
+            tried[j] += r
     metrics = from_stats(stats)
-    acc = [float(h / n) if n else None for h, n in zip(hits, tried)]
+    acc = [h / n if n else None for h, n in zip(hits, tried)]
     return ChainRun(stats, dataclasses.replace(metrics, teacher_forced_accuracy=acc), walks)

@@ -330,6 +330,7 @@ def trace_table(result, tokenizer=None, prompt: int = 0, max_steps: int | None =
         for i, t in enumerate(step.draft_tokens):
             flag = "✓" if i < a else ("✗" if i == a else "·")
             marks.append(f"{flag}{token_text(tokenizer, t)!r}")
+        marks += ["·(not computed)"] * (st.depth - len(step.draft_tokens))   # one pass: after a rejection
         kind = "correction" if a < len(step.draft_tokens) else "bonus"
         rows.append({"step": n, "accepted": a, "drafts": "  ".join(marks),
                      "target token": f"{token_text(tokenizer, step.target_tokens[a])!r} ({kind})"})
@@ -353,6 +354,8 @@ def plot_trace(result, tokenizer=None, prompt: int = 0, max_steps: int = 16) -> 
     for r, s in enumerate(steps):
         for c in range(k):
             grid[r, c] = 1 if c < s.accepted else (2 if c == s.accepted else 0)
+            if c >= len(s.draft_tokens):      # one pass: drafts after a rejection are not computed
+                continue
             label = _text(token_text(tokenizer, s.draft_tokens[c]))
             if c == s.accepted:     # the target's token at the rejection, shown after an arrow
                 label = f"{_line(token_text(tokenizer, s.draft_tokens[c]))}\n→" \
