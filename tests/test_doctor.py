@@ -135,6 +135,30 @@ def test_layer_ids_shifted_by_one_are_named_without_an_observation(tmp_path):
     assert any("one pass" in n for n in d.notes)
 
 
+def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
+    """With the shipped drafter's training accuracy as a SafeAILab EAGLE log: the shipped files
+    reproduce it (check passes: look at serving); a checkpoint whose fc input blocks were
+    reordered by a converter (no shape changes, no static trace) does not (check fails, verdict:
+    the checkpoint itself)."""
+    acc = json.loads((SHIPPED_DRAFTER_SPECULATORS.parent / "drafter_metrics.json").read_text())
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"Train Epoch [3/3], position {i},  Acc: {a:.2f}\n"
+                           for i, a in enumerate(acc["train_accuracy_per_step_ema"])))
+    kw = dict(depth=K, n_prompts=N, max_new_tokens=NEW, faults=["fc-bypass"], progress=False)
+    good = doctor(SHIPPED_DRAFTER_SPECULATORS, train_log=log, **kw).check("train-accuracy")
+    assert good.status == "pass" and "serving side" in good.evidence, good
+
+    def reorder_fc(st):
+        st["fc.weight"] = torch.cat(st["fc.weight"].chunk(3, dim=1)[::-1], dim=1).contiguous()
+        return st
+    bad = doctor(plant(tmp_path, weights=reorder_fc), train_log=log, **kw)
+    c = bad.check("train-accuracy")
+    assert c.status == "fail" and "not reproduced" in c.evidence, c
+    assert bad.verdict.basis == "static" and "train-accuracy" in bad.verdict.summary, bad.verdict
+    typed = doctor(SHIPPED_DRAFTER_SPECULATORS, train_acc="0.99,0.99", **kw).check("train-accuracy")
+    assert typed.status == "fail" and "(given)" in typed.evidence
+
+
 def test_catalogue_table_has_every_fault_and_crash_text(pair):
     """The catalogue measures each registered fault (or says why it does not apply) and lists
     the crash-only faults with their error text; the markdown table has one row per entry."""

@@ -217,7 +217,8 @@ def cmd_doctor(a) -> int:
     d = doctor(a.drafter, a.target, depth=a.depth, prompts=a.prompts, n_prompts=a.n_prompts,
                max_new_tokens=a.max_new_tokens, temperature=a.temperature,
                observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
-               observed_per_position=per, dynamic=not a.static_only, progress=not a.json)
+               observed_per_position=per, dynamic=not a.static_only, progress=not a.json,
+               train_log=a.train_log, train_acc=a.train_acc)
     print(d.to_json() if a.json else d.text())
     return 0 if d.healthy else 1
 
@@ -339,6 +340,10 @@ def main(argv=None) -> None:
     g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
     p.add_argument("--observed-per-position", metavar="A,B,...", help="with --observed-tau: vLLM "
                    "per-position acceptance rates")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("--train-log", metavar="FILE", help="the drafter's training log (SpecForge, "
+                   "SafeAILab EAGLE or speculators): do the files reproduce its per-step accuracy?")
+    t.add_argument("--train-acc", metavar="A,B,...", help="training's per-step accuracy acc_1,acc_2,...")
     p.add_argument("--static-only", action="store_true", help="skip the reference-loop measurements")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_doctor)

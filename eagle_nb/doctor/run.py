@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle_nb.doctor import crashes, ranking
+from eagle_nb.doctor import crashes, ranking, training
 from eagle_nb.doctor.diagnosis import Check, Diagnosis, Hypothesis, Probe, Verdict
 
 HEALTHY = "healthy"
@@ -230,12 +230,15 @@ def workload(temperature: float, n_prompts: int | None, max_new_tokens: int | No
 def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int | None = None,
            max_new_tokens: int | None = None, temperature: float = 0.0, observed_log=None,
            observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
-           faults=None, pair=None, progress: bool = True) -> Diagnosis:
+           faults=None, pair=None, progress: bool = True, train_log=None,
+           train_acc=None) -> Diagnosis:
     """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
     target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
     file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
     the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache).
-    `n_prompts` / `max_new_tokens` default to `WORKLOAD` (all shipped prompts x 64 at T = 0)."""
+    `n_prompts` / `max_new_tokens` default to `WORKLOAD` (all shipped prompts x 64 at T = 0).
+    `train_log` (a SpecForge / SafeAILab EAGLE / speculators log) or `train_acc` (per-step
+    accuracies, e.g. "0.8,0.6") adds the check that the files reproduce training's accuracy."""
     from eagle_nb.doctor.observed import read_observation
     from eagle_nb.doctor.static_checks import run_static
     from eagle_nb.io.paths import SHIPPED_TARGET
@@ -244,6 +247,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     obs = read_observation(log=observed_log, url=observed_url, tau=observed_tau,
                            per_position=observed_per_position, depth=depth)
     k = depth or (obs.depth if obs is not None and obs.depth else 4)
+    train = training.read_training(train_log, train_acc)
     n_prompts, max_new_tokens = workload(temperature, n_prompts, max_new_tokens)
     inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
@@ -278,6 +282,8 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         notes.append(f"faults measured by {how} on {len(plist)} prompts x {max_new_tokens} tokens")
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)
+        if train is not None:
+            checks.append(training.train_accuracy(pair, plist, train, k, max_new_tokens))
     # 4. rank
     if obs is not None and obs.depth is not None and obs.depth != k:
         notes.append(f"observation depth {obs.depth} != --depth {k}: predictions use depth {k}")

@@ -17,7 +17,9 @@ EOS as x_next, EOS among the accepted drafts) and cutting as `chain.finish` cuts
 What differs from the live loop is floating point only (batched vs chunked attention sums, the
 target's features from one forward vs verify chunks): an argmax can flip where the top-2 margin is
 ~1e-6. Every walk records the smallest draft margin among the decisions it used (`near_ties`).
-The same pass gives training's teacher-forced per-step accuracy acc_j (`teacher_forced_accuracy`).
+The same pass gives the accuracies trainers log, teacher-forced on the committed tokens: acc_j,
+step j right whatever steps < j did (SpecForge, SafeAILab EAGLE), and the chained rate, steps
+0..j all right (speculators' full_acc_j).
 
 Knows the drafter and SpecStats/metrics; not how the target states were obtained (target_states.py).
 Drafts after a first rejection are not computed (the live loop feeds its wrong draft there): a
@@ -55,15 +57,18 @@ class Matches:
         """m(p) for every row of prompt b: leading hits, capped at k_max. (P_i,)"""
         return self.hit[b].long().cumprod(-1).sum(-1)
 
-    def as_lists(self, b: int) -> tuple[list, list, list, list]:
+    def as_lists(self, b: int) -> tuple[list, list, list, list, list]:
         """Prompt b as Python lists (walks index them thousands of times): m(p), pred, margin, and
-        the running hit counts per step (row r: hits among rows < r). Cached."""
+        running counts per step j over rows < r: hits of step j, and rows with m(p) > j. Cached."""
         cache = self.__dict__.setdefault("_lists", {})
         if b not in cache:
-            hit = self.hit[b].long()
-            cum = torch.cat([torch.zeros(1, self.k_max, dtype=torch.long), hit.cumsum(0)])
-            cache[b] = (self.lengths(b).tolist(), self.pred[b].tolist(), self.margin[b].tolist(),
-                        cum.tolist())
+            m = self.lengths(b)
+            zero = torch.zeros(1, self.k_max, dtype=torch.long)
+            hits = torch.cat([zero, self.hit[b].long().cumsum(0)])
+            chain = (m[:, None] > torch.arange(self.k_max)[None, :]).long()
+            chain = torch.cat([zero, chain.cumsum(0)])
+            cache[b] = (m.tolist(), self.pred[b].tolist(), self.margin[b].tolist(), hits.tolist(),
+                        chain.tolist())
         return cache[b]
 
     def extend(self, other: "Matches") -> None:
@@ -196,9 +201,9 @@ def chain_run(matches: Matches, seqs: list[torch.Tensor], prompt_lens: list[int]
         raise ValueError(f"depth {depth} outside 1..{matches.k_max} (the depths this pass computed)")
     budgets = max_new_tokens if isinstance(max_new_tokens, (list, tuple)) else [max_new_tokens] * len(seqs)
     stats, walks = [], []
-    hits, tried = [0] * depth, [0] * depth
+    hits, chained, tried = [0] * depth, [0] * depth, [0] * depth
     for b, (seq, T0) in enumerate(zip(seqs, prompt_lens)):
-        m, pred, margin, cum = matches.as_lists(b)
+        m, pred, margin, cum, cum_chain = matches.as_lists(b)
         s = seq.tolist()
         w = walk(m, s, T0, depth, budgets[b], eos_token_id, margin)
         st = SpecStats(depth, 0.0, T0, tokens=w.tokens)
@@ -209,7 +214,10 @@ def chain_run(matches: Matches, seqs: list[torch.Tensor], prompt_lens: list[int]
         for j in range(depth):            # rows p - T0 < len(tokens) - 1 - j: token p+1+j committed
             r = max(len(w.tokens) - 1 - j, 0)
             hits[j] += cum[r][j]
+            chained[j] += cum_chain[r][j]
             tried[j] += r
     metrics = from_stats(stats)
     acc = [h / n if n else None for h, n in zip(hits, tried)]
-    return ChainRun(stats, dataclasses.replace(metrics, teacher_forced_accuracy=acc), walks)
+    chain = [h / n if n else None for h, n in zip(chained, tried)]
+    return ChainRun(stats, dataclasses.replace(metrics, teacher_forced_accuracy=acc,
+                                               teacher_forced_chain_accuracy=chain), walks)
