@@ -17,7 +17,6 @@ Every one-pass figure is checked against the live loop where both ran (accept co
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import time
 from pathlib import Path
@@ -129,17 +128,29 @@ def main() -> None:
     # 4. the target pass with every layer kept
     pair = Pair()
     ids = [pair.encode(p) for p in p16]
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base = reset_peak_rss()
     with Clock() as c:
         st = TS.from_target(pair.target, ids, 64 + 8)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    peak = status_kib("VmHWM") - base
     fed = sum(x.numel() - 1 for x in st.ids)
     keys = len(st.states)
     print(f"\ntarget pass, 16 prompts x (64 + 8) tokens, {keys - 1} layer ids + final kept: "
           f"{st.nbytes() / 2**20:.1f} MiB ({st.nbytes() / fed / 1024:.1f} KiB per fed token = "
-          f"{keys} states x {pair.target.config.hidden_size} x 4 bytes); peak RSS rise "
-          f"{peak / 1024:.1f} MiB (0 when an earlier scenario's peak was higher); {c}")
+          f"{keys} states x {pair.target.config.hidden_size} x 4 bytes); peak RSS above the loaded "
+          f"pair {peak / 1024:.1f} MiB; {c}")
 
+
+def status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def reset_peak_rss() -> int:
+    """Reset the peak RSS (Linux: clear_refs 5 resets VmHWM); returns the current RSS, KiB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return status_kib("VmRSS")
 
 if __name__ == "__main__":
     main()

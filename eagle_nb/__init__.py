@@ -42,6 +42,8 @@ _EXPORTS = {
     "SHIPPED_TARGET": "io.paths", "SHIPPED_DRAFTER": "io.paths", "SHIPPED_DRAFTER_SPECULATORS": "io.paths",
     "Report": "checkpoints.validate", "check_d2t_t2d": "checkpoints.validate",
     "load_drafter_engine_style": "checkpoints.load",
+    "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
+    "shipped_train_accuracy": "io.train_logs",
 }
 _RENAMED = {"diagnose": "doctor"}
 # Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).

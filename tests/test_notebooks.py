@@ -297,8 +297,13 @@ def test_05_engine_agrees_with_reference_and_ablation(built):
 def test_06_doctor_verdicts(built):
     """The shipped pair passes the static part (no fail, healthy); tau 1.05 at k = 4 is blamed on a
     near-zero-acceptance fault with the healthy pair far down the ranking; a vLLM log written from
-    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture)."""
+    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture); the shipped
+    training accuracy is reproduced by the shipped files and not by a copy with a random embedding."""
     r = rec(built, "06_doctor")
     assert r["static"]["cause"] == "healthy" and "fail" not in r["static"]["statuses"].values()
     assert r["observed"]["cause"] != "healthy" and r["observed"]["healthy_rank"] >= 2
     assert {r["from_log"]["cause"], *r["from_log"]["also"]} >= {"fc-bypass"}
+    # training accuracy: reproduced by the shipped files (serving is blamed), not by an exported
+    # checkpoint with a random embed_tokens (named by the verdict)
+    assert r["training"]["trains_fine"] == "pass" and r["training"]["trains_fine_cause"] != "healthy"
+    assert r["training"]["converted"] == "fail" and r["training"]["converted_cause"] == "embed-random"

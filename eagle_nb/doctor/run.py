@@ -283,7 +283,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)
         if train is not None:
-            checks.append(training.train_accuracy(pair, plist, train, k, max_new_tokens))
+            checks.append(training.train_accuracy(pair, plist, train, k, max_new_tokens, checks))
     # 4. rank
     if obs is not None and obs.depth is not None and obs.depth != k:
         notes.append(f"observation depth {obs.depth} != --depth {k}: predictions use depth {k}")

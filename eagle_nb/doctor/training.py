@@ -33,8 +33,10 @@ def measured(metrics, kind: str) -> list[float] | None:
     return metrics.teacher_forced_accuracy if kind == INDEPENDENT else metrics.teacher_forced_chain_accuracy
 
 
-def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: int) -> Check:
-    """Compare the trainer's per-step accuracy with the one pass's on the files."""
+def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: int,
+                   checks=()) -> Check:
+    """Compare the trainer's per-step accuracy with the one pass's on the files. Not reproduced,
+    it points at the faults the other checks already warn or fail about (checkpoint evidence)."""
     ours = measured(metrics, train.kind)
     if not ours:
         return Check(CHECK_ID, "skip", TITLE, "the measurement carries no teacher-forced accuracy "
@@ -47,7 +49,8 @@ def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: in
           f"teacher-forced on the target's greedy tokens); mean shortfall {gap:+.2f}")
     if gap > TOLERANCE:
         return Check(CHECK_ID, "fail", TITLE, ev + f" > {TOLERANCE:.2f}: not reproduced, so the "
-                     "files are not the drafter that trained", [],
+                     "files are not the drafter that trained",
+                     sorted({f for c in checks if c.status in ("warn", "fail") for f in c.faults}),
                      "look at the checkpoint and its conversion: key map (eagle-nb convert), "
                      "lm_head and embed_tokens present, d2t/t2d, norm flags in the config")
     return Check(CHECK_ID, "pass", TITLE, ev + ": reproduced; if the engine accepts less, the loss "
@@ -65,10 +68,11 @@ def read_training(train_log, train_acc) -> TrainAccuracy | None:
     return None if train_acc is None else train_logs.from_numbers(train_acc)
 
 
-def train_accuracy(pair, prompts, train: TrainAccuracy, depth: int, max_new_tokens: int) -> Check:
+def train_accuracy(pair, prompts, train: TrainAccuracy, depth: int, max_new_tokens: int,
+                   checks=()) -> Check:
     """The check, measured by the one pass on the pair's files for as many steps as training
     logged (at most 8)."""
     from eagle_nb.experiment.setting import Setting
     k = min(8, max(depth, len(train.values)))
     res = pair.run(prompts, Setting(depth=k, max_new_tokens=max_new_tokens), progress=False)
-    return training_check(train, res.metrics, len(prompts), max_new_tokens)
+    return training_check(train, res.metrics, len(prompts), max_new_tokens, checks)

@@ -9,6 +9,8 @@ be shown the same fault the kit's ablation (`eagle_nb.experiment.faults`) simula
   `offset[i]`, exactly what the kit's `d2t-absolute` ablation simulates. (Storing `offset + arange`
   instead sends ids past the vocabulary; vLLM 0.32 CPU then dies with an IndexError on the first
   request, measured here, so that variant is not a silent fault.)
+- `embed-random`: `embed_tokens.weight` replaced by random normal values of the same scale (an
+  exporter that wrote an untrained embedding; the kit's `embed-random` ablation, another draw).
 Works on a copy; the source is never touched. Knows checkpoint files only.
 """
 from __future__ import annotations
@@ -21,7 +23,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-FAULTS = ("layer-ids+1", "layer-ids-1", "d2t-absolute")
+FAULTS = ("layer-ids+1", "layer-ids-1", "d2t-absolute", "embed-random")
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 
 
@@ -44,16 +46,21 @@ def write_broken_drafter(src, dst, fault: str) -> Path:
         cfg[AUX_KEY] = [int(i) + shift for i in cfg[AUX_KEY]]
         (dst / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     else:
+        key = "d2t" if fault == "d2t-absolute" else "embed_tokens.weight"
         files = sorted(dst.glob("*.safetensors"))
         hit = None
         for f in files:
             with safe_open(str(f), "pt") as sf:
-                if "d2t" in sf.keys():
+                if key in sf.keys():
                     hit, meta = f, sf.metadata()
                     state = {k: sf.get_tensor(k) for k in sf.keys()}
         if hit is None:
-            raise ValueError(f"no `d2t` tensor in {[str(f) for f in files]}")
-        d2t = state["d2t"]
-        state["d2t"] = d2t - torch.arange(d2t.numel(), dtype=d2t.dtype)
+            raise ValueError(f"no `{key}` tensor in {[str(f) for f in files]}")
+        t = state[key]
+        if fault == "d2t-absolute":
+            state[key] = t - torch.arange(t.numel(), dtype=t.dtype)
+        else:
+            g = torch.Generator().manual_seed(0)
+            state[key] = (torch.randn(t.shape, generator=g) * t.float().std()).to(t.dtype)
         save_file(state, str(hit), metadata=meta)
     return dst

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from eagle_nb.io.files import read_bytes
 
@@ -118,3 +119,35 @@ def read_train_log(path) -> TrainAccuracy:
     """`parse_train_log` of a file, read safely (size cap, UTF-8 errors replaced)."""
     data = read_bytes(path, "training log", TRAIN_LOG_CAP).decode("utf-8", errors="replace")
     return parse_train_log(data, str(path))
+
+
+# How each trainer prints one position's accuracy (the formats `parse_train_log` reads).
+LINE_FORMATS = {
+    "eagle": "Train Epoch [{epoch}/{epochs}], position {i},  Acc: {acc:.2f}",     # SafeAILab, SpecForge v0.1
+    "specforge": "Eval - Step {epoch} [{next}/{epochs}], position {i},  Acc: {acc:.2f}",
+    "speculators": "train/full_acc_{i}={acc:.3f}",
+}
+
+
+def write_train_log(path, values, fmt: str = "eagle", epochs: int = 1) -> Path:
+    """Write per-step accuracies as trainer `fmt` prints them at its last epoch (a stand-in for a
+    real training log in tests and notebooks). Returns the path."""
+    if fmt not in LINE_FORMATS:
+        raise ValueError(f"unknown training log format {fmt!r}; known: {sorted(LINE_FORMATS)}")
+    lines = [LINE_FORMATS[fmt].format(epoch=epochs, next=epochs + 1, epochs=epochs, i=i, acc=a)
+             for i, a in enumerate(values)]
+    text = ", ".join(lines) if fmt == "speculators" else "\n".join(lines)
+    path = Path(path)
+    path.write_text(text + "\n")
+    return path
+
+
+def shipped_train_accuracy() -> TrainAccuracy:
+    """What the kit's own trainer logged for the shipped drafter (data/drafter_metrics.json:
+    per-step accuracy, an EMA over the last training steps)."""
+    import json
+
+    from eagle_nb.io.paths import DATA_DIR
+    f = DATA_DIR / "drafter_metrics.json"
+    values = json.loads(read_bytes(f, "drafter metrics", 2**20))["train_accuracy_per_step_ema"]
+    return _checked(TrainAccuracy(INDEPENDENT, [float(v) for v in values], f"{f.name} (kit trainer)"))

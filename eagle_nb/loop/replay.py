@@ -8,6 +8,10 @@ therefore reproduces its accept counts; the only difference is floating-point: t
 computes committed states in chunks of k+1 tokens, the recording one token at a time (equal up to
 ~1e-6; a tie in the drafter's argmax could flip, the test on the shipped pair checks it does not).
 
+By default the depth is answered by one drafter pass over every position of `batch_size` records
+at a time (onepass.py, exact for the same reason); `one_pass=False` replays the loop's drafter calls
+step by step (`replay_record`, the reference the one pass is tested against).
+
 For teacher-forced recordings (SpecForge / speculators training files) the "continuation" is
 dataset text, so τ is an estimate; results carry that label. Memory: the drafter plus one record.
 Knows nothing about targets or checkpoint files; greedy only.
