@@ -68,6 +68,7 @@ lab: install
 bench: install
 	$(PY) benchmarks/capture_overhead.py
 	$(PY) benchmarks/speculate.py
+	$(PY) benchmarks/onepass.py
 
 clean:
 	rm -rf reports .pytest_cache

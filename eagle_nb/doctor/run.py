@@ -64,7 +64,8 @@ def measure(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature
     for name in tqdm([HEALTHY, *names], desc=f"doctor: measuring faults (k={depth}, T={temperature})",
                      disable=not progress, leave=False):
         try:
-            res = _run(pair, prompts, () if name == HEALTHY else (name,), **kw)
+            with pair.one_pass.depths_up_to(depth):      # one depth: no deeper drafter steps
+                res = _run(pair, prompts, () if name == HEALTHY else (name,), **kw)
         except Exception as e:      # noqa: BLE001 - one broken fault must not stop the diagnosis
             if name == HEALTHY:
                 raise
@@ -215,10 +216,9 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
                    f"z {dist:.1f}): {story}{tail}", fix, conf, "observation", also)
 
 
-# What the doctor measures on. Greedy chains come from the one pass (experiment/onepass_runs.py),
-# cheap enough for every shipped prompt x 64 tokens: there a drafter whose layer ids are shifted
-# by one is named by the probe (+0.16 +- 0.04 for the right ids on the shipped pair; at 8 x 32 it
-# was +0.10 +- 0.08, "not clearly better"). Sampling (T > 0) runs the live loop: 8 x 32.
+# What the doctor measures on. Greedy chains come from the one pass (onepass_runs.py), cheap enough
+# for every shipped prompt x 64 tokens, where a drafter with layer ids shifted by one is named by the
+# probe (+0.16 +- 0.04 on the shipped pair; 8 x 32 gave +0.10 +- 0.08). T > 0: live loop, 8 x 32.
 WORKLOAD = {"one-pass": (None, 64), "live loop": (8, 32)}     # (prompts, new tokens); None: all
 
 

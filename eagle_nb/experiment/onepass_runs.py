@@ -15,6 +15,8 @@ Knows the pair's attributes (target, tokenizer, wiring, encode); nothing about p
 """
 from __future__ import annotations
 
+import contextlib
+
 from eagle_nb.experiment.results import RunResult
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop import onepass as OP
@@ -30,6 +32,7 @@ class OnePass:
 
     def __init__(self, pair, batch_size: int = 16):
         self.pair, self.batch_size = pair, batch_size
+        self.k_max = K_MAX             # depths computed together (a deeper setting computes more)
         self._states: dict = {}
         self._matches: dict = {}
         self._encoded: dict = {}
@@ -53,10 +56,20 @@ class OnePass:
 
     def depth_max(self, ids: list, s: Setting) -> int:
         ctx = context_length(self.pair.target)
-        k = max(K_MAX, s.depth)
+        k = max(self.k_max, s.depth)
         if ctx is not None and any(x.shape[-1] + s.max_new_tokens + k > ctx for x in ids):
             k = s.depth                       # fit_prompt checked that the setting's depth fits
         return k
+
+    @contextlib.contextmanager
+    def depths_up_to(self, k: int):
+        """Compute only depths 1..k in this block (a caller that needs one depth, e.g. the
+        doctor); results are the same, a deeper request later recomputes."""
+        old, self.k_max = self.k_max, k
+        try:
+            yield
+        finally:
+            self.k_max = old
 
     def chain(self, prompts: tuple, s: Setting, truncate_prompt: bool = False):
         """(wiring, target states, drafter pass, ChainRun) for a greedy chain setting."""

@@ -66,6 +66,7 @@ class RunResult:
             v = getattr(self, f)
             if v is not None and f != "reference_tokens_per_s":
                 col[label] = round(v, 1) if isinstance(v, float) else v
+        col["computed by"] = self.computed_by
         return col
 
     def report_text(self) -> str:
