@@ -179,6 +179,11 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
     assert mean["fc-bypass, T=1"] < mean["healthy, T=1"] - 0.2, mean
     html = html_of(built, "04_acceptance_vs_depth")
     assert len(re.findall(r'<div class="enb-state"', html)) == 2 * 8
+    # the width axis: the chain at `depth` (one pass) beside three tree shapes (live loop); the
+    # widest tree (16 nodes) accepts more per step than the chain
+    width = rec(built, "04_acceptance_vs_depth")["tau_vs_width"]
+    assert len(width) == 4 and width["healthy, tree 4/4/16"] > width["healthy"], width
+    assert width["healthy"] == tau["healthy, T=0"]["4"]
 
 
 def test_index_tells_the_fault_story(built):
