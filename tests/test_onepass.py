@@ -6,9 +6,9 @@ computed them.
 Float ties: the one pass computes the same drafts as the live loop up to floating-point summation
 order (one batched pass vs cached chunks; the target's states from one forward vs verify chunks).
 An argmax can only flip where the top-2 margin is of that order, so a prompt may differ from the
-live loop only if its walk used a draft decision with a margin under `onepass.NEAR_TIE` (1e-4,
-about 100x the observed float32 noise); the test names such prompts, and on the shipped pair there
-are none (every decision's margin is printed by the slow test).
+live loop only if its walk used a draft decision with a margin under `onepass.NEAR_TIE` (1e-4
+in logits; float32 summation-order differences are orders of magnitude smaller). The default test
+allows none; the slow test names any it meets and prints the smallest margin used.
 """
 from __future__ import annotations
 
@@ -69,8 +69,9 @@ def test_walk_stops_where_the_live_loop_stops(pair):
 
 def _compare(pair, prompts, n, depths=range(1, 9), switches=SWITCHES):
     """Pair.run by one pass and by the live loop, every switch x depth; returns the smallest draft
-    margin the one pass used and the number of (switch, depth, prompt) compared."""
-    low, compared = float("inf"), 0
+    margin the one pass used, the number of (switch, depth, prompt) compared and the list of those
+    that differed at a near-tie (tolerated, named)."""
+    low, compared, tolerated = float("inf"), 0, []
     for name in switches:
         for k in depths:
             s = Setting(faults=() if name is None else (name,), depth=k, max_new_tokens=n)
@@ -94,24 +95,26 @@ def _compare(pair, prompts, n, depths=range(1, 9), switches=SWITCHES):
                 same = (x.accept_counts, x.tokens) == (y.accept_counts, y.tokens)
                 assert same or i in tied, (name, k, i, x.accept_counts, y.accept_counts)
                 compared += 1
+                tolerated += [] if same else [(name, k, i)]
             assert a.outputs == b.outputs or tied, (name, k)
             assert a.metrics.accept_length == b.metrics.accept_length or tied, (name, k)
-    return low, compared
+    return low, compared, tolerated
 
 
 def test_one_pass_equals_live_loop_every_fault_every_depth(pair):
     """A shipped prompt x 12 tokens (the slow test: all 16 x 64): for the healthy pair and every
     switchable fault (or the same NotApplicable/ValueError both ways), depths 1..8, accept counts,
     tokens, outputs and tau equal."""
-    low, n = _compare(pair, shipped_prompts(1), 12)
-    assert n >= 8 * 10, n
+    low, n, tolerated = _compare(pair, shipped_prompts(1), 12)
+    assert n >= 8 * 10 and not tolerated, (n, tolerated)
 
 
 @pytest.mark.slow
 def test_one_pass_equals_live_loop_all_shipped_prompts(pair):
     """All 16 shipped prompts x 64 tokens, every switch, depths 1..8 (the issue's full check)."""
-    low, n = _compare(pair, shipped_prompts(), 64)
-    print(f"compared {n} (switch, depth, prompt) runs; smallest draft margin used {low:.3g}")
+    low, n, tolerated = _compare(pair, shipped_prompts(), 64)
+    print(f"compared {n} (switch, depth, prompt) runs; smallest draft margin used {low:.3g}; "
+          f"differing at a near-tie: {tolerated}")
 
 
 def test_results_say_which_loop_computed_them(pair):
