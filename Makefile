@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine with Python 3.11 and pip:
 #   make reports   # venv + install + execute the notebooks + render HTML reports into reports/
 #   make test      # venv + install + the engine venv + the whole test suite
-#   make engine    # only the engine venv (vLLM in its own environment, see README "Engine")
+#   make engine    # only the engine venv (vLLM in its own environment, see docs/engines.md)
+#   make bench     # run benchmarks/*.py and write benchmarks/RESULTS.md
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU build lies on local disk here; set TORCH= (empty) to keep a torch you installed yourself.
@@ -52,7 +53,7 @@ test: install engine
 	@command -v chromium >/dev/null 2>&1 || (apt-get install -y -qq chromium >/dev/null 2>&1 \
 		|| (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1) \
 		|| echo "note: chromium not installed; the rendered-report browser test will be skipped")
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-slow: install
 	$(PY) -m pytest -q -m slow
@@ -65,10 +66,10 @@ reports: install engine
 lab: install
 	$(PY) -m jupyter lab --allow-root --ip=127.0.0.1 --notebook-dir=notebooks
 
+# Every benchmarks/*.py, one after another; the results (command, machine, date, outputs) go to
+# benchmarks/RESULTS.md. BENCH_ARGS passes flags, e.g. BENCH_ARGS='--only capture_overhead'.
 bench: install
-	$(PY) benchmarks/capture_overhead.py
-	$(PY) benchmarks/speculate.py
-	$(PY) benchmarks/onepass.py
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf reports .pytest_cache

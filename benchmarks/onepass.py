@@ -50,7 +50,7 @@ def sweep(pair, prompts, switches, tokens, one_pass: bool):
     for f in switches:
         try:
             out[f] = pair.sweep(prompts, grid([f], range(1, 9), max_new_tokens=tokens), progress=False)
-        except ValueError:          # not applicable on this pair: same both ways (tests/test_onepass.py)
+        except ValueError:          # not applicable on this pair: same both ways (tests/loop/test_onepass.py)
             pass
     pair.use_one_pass = True
     return out

@@ -30,7 +30,7 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     model, tok = load_target(device="cpu")
-    drafter = load_drafter(SHIPPED_DRAFTER, model)
+    drafter = load_drafter(SHIPPED_DRAFTER, model, dtype=torch.float32)   # the live loop's dtype on CPU
     layers = list(eagle3_layers(8))
     ids = [tok(p, return_tensors="pt")["input_ids"] for p in shipped_prompts(a.prompts)]
     depths = [int(d) for d in a.depths.split(",")]

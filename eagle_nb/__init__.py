@@ -25,12 +25,12 @@ Where a new thing goes is written in `docs/architecture.md`.
 from importlib import import_module
 
 _EXPORTS = {
-    "capture": "model.capture", "eagle3_layers": "model.capture", "to_hf": "model.capture",
+    "capture": "model.capture", "eagle3_layers": "model.layers", "to_hf": "model.layers",
     "from_hf": "model.capture", "CapturedStates": "model.capture",
     "Eagle3Drafter": "model.drafter", "DrafterConfig": "model.config", "SpecConfig": "model.config",
     "load_target": "model.targets", "make_wrapper": "model.targets",
-    "load_drafter": "checkpoints.core", "save_drafter": "checkpoints.core",
-    "inspect_checkpoint": "checkpoints.core", "convert": "checkpoints.core",
+    "load_drafter": "checkpoints.load", "save_drafter": "checkpoints.save",
+    "inspect_checkpoint": "checkpoints.inspect", "convert": "checkpoints.convert",
     "generate": "loop.chain", "greedy_reference": "loop.chain", "SpecStats": "loop.chain",
     "generate_tree": "loop.tree", "acceptance_metrics": "loop.metrics", "Recording": "loop.recording",
     "Setting": "experiment.setting", "Pair": "experiment.pair", "FAULTS": "experiment.faults",
@@ -42,6 +42,7 @@ _EXPORTS = {
     "SHIPPED_TARGET": "io.paths", "SHIPPED_DRAFTER": "io.paths", "SHIPPED_DRAFTER_SPECULATORS": "io.paths",
     "Report": "checkpoints.validate", "check_d2t_t2d": "checkpoints.validate",
     "load_drafter_engine_style": "checkpoints.load",
+    "build_seed_case": "doctor.seed_case", "preflight": "doctor.preflight",
     "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
     "shipped_train_accuracy": "io.train_logs",
 }

@@ -2,16 +2,17 @@
 
 Each step runs in the peer's environment, with the peer's source tree given on the command line
 (nothing of it is copied into this repository). The expected logits each peer computes are stored
-beside its files, so tests/test_peers.py compares eagle_nb against the peer without the peer
-installed. Run, from the repository root (about a minute in all, CPU):
+beside its files, so tests/checkpoints/test_peers.py compares eagle_nb against the peer without the
+peer installed. Run, from the repository root, with $EAGLE_ENV and $SPECFORGE_ENV the environments
+each peer runs in (about a minute in all, CPU):
 
   # 1. the shared tiny target (any environment with transformers; EAGLE's reads safetensors+index)
-  /work/envs/eagle/bin/python scripts/make_peer_fixtures.py target
+  $EAGLE_ENV/bin/python scripts/make_peer_fixtures.py target
   # 2. SafeAILab/EAGLE (transformers 4.53, torch): its trainer's save, its loader's logits, and its
   #    loader run on format-A files written by eagle_nb
-  /work/envs/eagle/bin/python scripts/make_peer_fixtures.py eagle --peer /path/to/EAGLE
+  $EAGLE_ENV/bin/python scripts/make_peer_fixtures.py eagle --peer /path/to/EAGLE
   # 3. sgl-project/SpecForge (transformers 5.8.1, torch): its draft model, its export_to_sglang
-  /work/envs/specforge/bin/python scripts/make_peer_fixtures.py specforge --peer /path/to/SpecForge
+  $SPECFORGE_ENV/bin/python scripts/make_peer_fixtures.py specforge --peer /path/to/SpecForge
 
 What is emulated rather than run, and why: DeepSpeed itself (EAGLE's `save_16bit_model(...,
 exclude_frozen_parameters=True)` is `module.state_dict()` minus the parameters with

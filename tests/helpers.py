@@ -1,17 +1,29 @@
 """Tiny, seeded, CPU-only builders shared by the tests: a drafter with non-trivial weights and a
-valid vocabulary map, and a stock HF Llama target. Nothing here asserts anything.
+valid vocabulary map, and a stock HF Llama target; the speculation loop's tiny pair and its mocks;
+every stock architecture as a tiny model; planted drafters; browser, figure and memory probes.
+Test modules share code only through here, never by importing one another (tests/test_layout.py).
 
 Sizes follow STYLE.md rule 12: hidden 32, vocab 128, a handful of layers.
 """
 from __future__ import annotations
 
 import inspect
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 import transformers as tf
+from torch import nn
 
+from eagle_nb.io.paths import REPO_ROOT, SHIPPED_DRAFTER_SPECULATORS
 from eagle_nb.model.config import DrafterConfig
 from eagle_nb.model.drafter import Eagle3Drafter
+from eagle_nb.model.kv_cache import KVCache
 
 H, V, VD = 32, 128, 64       # drafter width, target vocab, draft vocab
 AUX_HF = [2, 4, 5]           # aux layer ids (HF hidden_states convention) for an 8-layer target
@@ -101,6 +113,295 @@ def output_cache(out):
     return out["cache"] if "cache" in out else out["past_key_values"]
 
 
+# -- the speculation loop's tiny pair and its mocks (tests/loop/) ----------------------------------
+# An 8-layer Llama target (hidden H, vocab LOOP_V) and an EAGLE-3 drafter reading target layers
+# LAYER_IDS, weights drawn with std 0.2 so the random target's greedy continuation varies; the mocks
+# pin the acceptance count where random weights cannot (tests/loop/test_speculate.py says how).
+LOOP_V, LOOP_VD = 64, 48         # the loop pair's target vocab and reduced draft vocab
+LAYER_IDS = [2, 4, 5]            # HF hidden_states ids captured for the drafter's fc
+PROMPTS = [[5], [17, 3, 42, 9, 60], [7, 7, 21, 33, 50, 12, 8, 41, 19, 27, 30]]
+
+
+def _normal_(module: nn.Module, std: float) -> None:
+    # Matrices only: biases and norm weights keep their defaults.
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, std)
+
+
+def make_target(seed: int = 0, std: float = 0.2) -> tf.LlamaForCausalLM:
+    """The loop's 8-layer Llama target (hidden H, vocab LOOP_V), matrices drawn with `std`."""
+    torch.manual_seed(seed)
+    cfg = tf.LlamaConfig(vocab_size=LOOP_V, hidden_size=H, intermediate_size=64,
+                         num_hidden_layers=8, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+                         pad_token_id=0)
+    model = tf.LlamaForCausalLM(cfg)
+    _normal_(model, std)
+    return model.eval()
+
+
+def set_draft_vocab(drafter: Eagle3Drafter, selected) -> None:
+    """d2t/t2d for a draft vocabulary made of the target ids `selected` (sorted, as the engines)."""
+    sel = torch.as_tensor(sorted(selected), dtype=torch.long)
+    assert sel.numel() == drafter.config.draft_vocab_size
+    drafter.d2t.copy_(sel - torch.arange(sel.numel()))
+    drafter.t2d.zero_()
+    drafter.t2d[sel] = True
+
+
+def make_drafter(target, seed: int = 1, draft_vocab: int = LOOP_VD,
+                 selected=None) -> Eagle3Drafter:
+    """An EAGLE-3 drafter on LAYER_IDS sharing `target`'s embedding, matrices drawn with std 0.2,
+    drafting the target ids `selected` (default: a seeded random `draft_vocab` of them)."""
+    torch.manual_seed(seed)
+    cfg = DrafterConfig(hidden_size=H, num_attention_heads=4, num_key_value_heads=2,
+                        intermediate_size=64, vocab_size=LOOP_V, draft_vocab_size=draft_vocab,
+                        aux_layer_ids=LAYER_IDS)
+    drafter = Eagle3Drafter(cfg)
+    _normal_(drafter, 0.2)
+    with torch.no_grad():
+        drafter.embed_tokens.weight.copy_(target.model.embed_tokens.weight)
+    if selected is None:
+        selected = torch.randperm(LOOP_V)[:draft_vocab]
+    set_draft_vocab(drafter, selected)
+    return drafter.eval()
+
+
+def constant_target() -> tf.LlamaForCausalLM:
+    """All logits equal: the greedy token is 0 at every position (argmax takes the first max)."""
+    target = make_target()
+    with torch.no_grad():
+        target.lm_head.weight.zero_()
+    return target
+
+
+def zero_one_target() -> tf.LlamaForCausalLM:
+    """Greedy token is 0 where v.h >= u.h and 1 elsewhere, h the target's real final state."""
+    target = make_target()
+    gen = torch.Generator().manual_seed(102)
+    u, v = torch.randn(H, generator=gen), torch.randn(H, generator=gen)
+    with torch.no_grad():
+        target.lm_head.weight[:] = u
+        target.lm_head.weight[0] = v
+    return target
+
+
+def constant_drafter(target, draft0_to: int = 0) -> Eagle3Drafter:
+    """Always drafts draft id 0, which maps to target id `draft0_to` (real fc/midlayer states)."""
+    drafter = make_drafter(target, seed=2, selected=range(draft0_to, draft0_to + LOOP_VD))
+    with torch.no_grad():
+        drafter.lm_head.weight.zero_()
+    assert int(drafter.draft_to_target(torch.tensor([0]))) == draft0_to
+    return drafter
+
+
+class OracleDrafter(nn.Module):
+    """Duck-typed drafter that drafts the target's own greedy continuation `full` (prompt +
+    reference), except at drafter positions in `wrong`, where it drafts the next id instead.
+    Pairing (docs/drafter.md): drafter position p reads the embedding of token p+1 and
+    predicts token p+2. Every extend over verified tokens is checked against `full`."""
+
+    def __init__(self, full: list[int], wrong_rate: float = 0.3, seed: int = 0):
+        super().__init__()
+        self.fc = nn.Linear(1, 1, bias=False)    # generate() reads fc.weight's device and dtype
+        self.full = full
+        rng = random.Random(seed)
+        self.wrong = {p for p in range(len(full)) if rng.random() < wrong_rate}
+        self._extend = False
+        self.pairing_errors: list[tuple[int, list[int]]] = []
+
+    def new_cache(self, batch_size, max_len):
+        return KVCache(1, batch_size, max_len, 1, 1)
+
+    def fuse(self, feats, fc_policy="strict"):
+        self._extend = True
+        return feats[..., :H]
+
+    def step(self, input_ids, g, cache, start):
+        T = input_ids.shape[1]
+        cache.update(0, start, torch.zeros(1, 1, T, 1), torch.zeros(1, 1, T, 1))  # no holes
+        ids = input_ids[0].tolist()
+        if self._extend and ids != self.full[start + 1:start + 1 + T]:
+            self.pairing_errors.append((start, ids))
+        self._extend = False
+        logits = torch.zeros(1, T, LOOP_V)
+        for j in range(T):
+            p = start + j
+            tok = self.full[p + 2] if p + 2 < len(self.full) else 0
+            logits[0, j, (tok + 1) % LOOP_V if p in self.wrong else tok] = 10.0
+        return logits, torch.zeros(1, T, H)
+
+    def draft_to_target(self, draft_ids, d2t=None):
+        return draft_ids
+
+
+def build(kind: str, prompt: list[int], horizon: int = 64):
+    """(target, drafter) of the named kind; the oracle needs the prompt to know the future."""
+    if kind == "random":
+        target = make_target()
+        return target, make_drafter(target)
+    if kind == "zero-one":
+        target = zero_one_target()
+        return target, constant_drafter(target, 0)
+    if kind == "oracle":
+        from eagle_nb.loop.chain import greedy_reference
+        target = make_target()
+        ref, _ = greedy_reference(target, ids_of(prompt), horizon)
+        return target, OracleDrafter(prompt + ref, seed=len(prompt))
+    if kind == "agree-all":
+        target = constant_target()
+        return target, constant_drafter(target, 0)
+    if kind == "agree-none":
+        target = constant_target()
+        return target, constant_drafter(target, 1)
+    raise KeyError(kind)
+
+
+def ids_of(tokens: list[int]) -> torch.Tensor:
+    """A batch of one: (1, T) ids."""
+    return torch.tensor([tokens])
+
+
+def chisq_p(counts, probs) -> float:
+    """Chi-square p-value of `counts` against `probs` (zero-probability ids must have no count)."""
+    import numpy as np
+    from scipy import stats as sps
+    probs = np.asarray(probs, dtype=float)
+    counts = np.asarray(counts, dtype=float)
+    keep = probs > 0
+    assert counts[~keep].sum() == 0
+    return sps.chisquare(counts[keep], counts.sum() * probs[keep] / probs[keep].sum()).pvalue
+
+
+# -- every stock architecture, tiny (tests/model/test_capture.py, tests/loop/test_tree.py) ---------
+# Hidden H, vocab V, ARCH_LAYERS decoder layers, seeded, built offline. 7 is the smallest depth for
+# which the EAGLE-3 defaults (2, L//2, L-3) are distinct: L=6 gives (2, 3, 3).
+ARCH_LAYERS = 7          # decoder layers of every tiny target (hidden H, vocab V)
+MAX_TEXT_ID = V - 8      # text ids are drawn below this; multimodal special tokens live above it
+SPECIAL = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)  # in-vocab ids: no config warnings
+
+
+def text_config(**overrides) -> dict:
+    """Keyword arguments of a tiny text config (hidden H, vocab V, ARCH_LAYERS layers, GQA 4/2)."""
+    cfg = dict(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=ARCH_LAYERS,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **SPECIAL)
+    cfg.update(overrides)
+    return cfg
+
+
+def _vision(cls, **overrides):
+    # One-layer 16x16 vision tower: never run (text-only inputs), only constructed.
+    cfg = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+               image_size=16, patch_size=8)
+    cfg.update(overrides)
+    return cls(**cfg)
+
+
+def _deepseek_v3():
+    # NOTE: MLA expands k/v to num_attention_heads heads in kv_b_proj, but the attention call still
+    # repeats them by num_attention_heads // num_key_value_heads; with fewer kv heads SDPA fails
+    # ("size of tensor a (4) must match ... (8)"). Real DeepSeek-V3 configs set both to 128.
+    return tf.DeepseekV3ForCausalLM(tf.DeepseekV3Config(**text_config(
+        num_key_value_heads=4, moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+        n_shared_experts=1, n_group=1, topk_group=1, first_k_dense_replace=1, kv_lora_rank=16,
+        q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8)))
+
+
+def _gemma3_multimodal():
+    # mm_tokens_per_image must be a square that divides the (16/8)^2 = 4 patches.
+    return tf.Gemma3ForConditionalGeneration(tf.Gemma3Config(
+        text_config=tf.Gemma3TextConfig(**text_config(head_dim=8)),
+        vision_config=_vision(tf.SiglipVisionConfig), mm_tokens_per_image=4,
+        image_token_index=V - 1, boi_token_index=V - 2, eoi_token_index=V - 3))
+
+
+def _qwen2_5_vl():
+    # M-RoPE: mrope_section must sum to head_dim / 2 = 4.
+    text = text_config(rope_scaling={"type": "mrope", "mrope_section": [1, 1, 2]})
+    vision = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, out_hidden_size=H,
+                  patch_size=4, window_size=8, fullatt_block_indexes=[0])
+    return tf.Qwen2_5_VLForConditionalGeneration(tf.Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
+        vision_start_token_id=V - 3, vision_end_token_id=V - 4))
+
+
+# name -> (builder, expected class name, decoder layer path, final norm path)
+ARCHS = {
+    "llama": (lambda: tf.LlamaForCausalLM(tf.LlamaConfig(**text_config())),
+              "LlamaForCausalLM", "model.layers", "model.norm"),
+    "mistral": (lambda: tf.MistralForCausalLM(tf.MistralConfig(**text_config())),
+                "MistralForCausalLM", "model.layers", "model.norm"),
+    "qwen2": (lambda: tf.Qwen2ForCausalLM(tf.Qwen2Config(**text_config())),
+              "Qwen2ForCausalLM", "model.layers", "model.norm"),
+    "qwen3": (lambda: tf.Qwen3ForCausalLM(tf.Qwen3Config(**text_config(head_dim=8))),
+              "Qwen3ForCausalLM", "model.layers", "model.norm"),
+    "qwen3_moe": (lambda: tf.Qwen3MoeForCausalLM(tf.Qwen3MoeConfig(**text_config(
+        head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16))),
+        "Qwen3MoeForCausalLM", "model.layers", "model.norm"),
+    "mixtral": (lambda: tf.MixtralForCausalLM(tf.MixtralConfig(**text_config(
+        num_local_experts=4, num_experts_per_tok=2))),
+        "MixtralForCausalLM", "model.layers", "model.norm"),
+    "gemma2": (lambda: tf.Gemma2ForCausalLM(tf.Gemma2Config(**text_config(head_dim=8))),
+               "Gemma2ForCausalLM", "model.layers", "model.norm"),
+    "gemma3_text": (lambda: tf.Gemma3ForCausalLM(tf.Gemma3TextConfig(**text_config(head_dim=8))),
+                    "Gemma3ForCausalLM", "model.layers", "model.norm"),
+    "gemma3_multimodal": (_gemma3_multimodal, "Gemma3ForConditionalGeneration",
+                          "model.language_model.layers", "model.language_model.norm"),
+    "phi3": (lambda: tf.Phi3ForCausalLM(tf.Phi3Config(**text_config())),
+             "Phi3ForCausalLM", "model.layers", "model.norm"),
+    "gpt2": (lambda: tf.GPT2LMHeadModel(tf.GPT2Config(
+        vocab_size=V, n_embd=H, n_layer=ARCH_LAYERS, n_head=4, n_positions=64, bos_token_id=1,
+        eos_token_id=2)),
+        "GPT2LMHeadModel", "transformer.h", "transformer.ln_f"),
+    "deepseek_v3": (_deepseek_v3, "DeepseekV3ForCausalLM", "model.layers", "model.norm"),
+    "llava": (lambda: tf.LlavaForConditionalGeneration(tf.LlavaConfig(
+        text_config=tf.LlamaConfig(**text_config()), vision_config=_vision(tf.CLIPVisionConfig),
+        image_token_index=V - 1)),
+        "LlavaForConditionalGeneration", "model.language_model.layers", "model.language_model.norm"),
+    "mistral3": (lambda: tf.Mistral3ForConditionalGeneration(tf.Mistral3Config(
+        text_config=tf.MistralConfig(**text_config()),
+        vision_config=_vision(tf.PixtralVisionConfig, head_dim=8), image_token_index=V - 1)),
+        "Mistral3ForConditionalGeneration", "model.language_model.layers", "model.language_model.norm"),
+    "qwen2_5_vl": (_qwen2_5_vl, "Qwen2_5_VLForConditionalGeneration",
+                   "model.language_model.layers", "model.language_model.norm"),
+}
+
+
+def build_arch(name: str) -> nn.Module:
+    """The tiny seeded eval-mode model of ARCHS[name]."""
+    torch.manual_seed(0)
+    return ARCHS[name][0]().eval()
+
+
+def text_ids(model: nn.Module, batch: int = 2, seq: int = 9) -> torch.Tensor:
+    """Random text ids that avoid every special/multimodal token id of `model`'s config."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, MAX_TEXT_ID, (batch, seq), generator=g)
+    special = {v for k, v in model.config.to_dict().items()
+               if k.endswith(("token_id", "token_index")) and isinstance(v, int)}
+    assert not special & set(ids.flatten().tolist())
+    return ids
+
+
+# -- planted drafters (tests/doctor/) --------------------------------------------------------------
+def plant(tmp_path: Path, src=SHIPPED_DRAFTER_SPECULATORS, weights=None, config=None,
+          name="d") -> Path:
+    """Copy a shipped drafter, then edit its tensors (`weights(state) -> state`) and/or config."""
+    from safetensors.torch import load_file, save_file
+    out = tmp_path / name
+    shutil.copytree(src, out)
+    if weights is not None:
+        st = weights(load_file(str(out / "model.safetensors")))
+        save_file({k: v.contiguous() for k, v in st.items()}, str(out / "model.safetensors"))
+    if config is not None:
+        cfg = json.loads((out / "config.json").read_text())
+        config(cfg)
+        (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
 # -- hooks ------------------------------------------------------------------------------------------
 def hook_count(model) -> int:
     """Number of forward (pre-)hooks registered anywhere on `model`. Tests compare it before and
@@ -159,6 +460,13 @@ def shown_states(dom: str) -> list[str]:
             re.findall(r'class="enb-state" data-state="([^"]+)"( hidden(?:="")?)?', dom) if not hidden]
 
 
+def long_floats(page: str) -> list[str]:
+    """Numbers in the page text with more than 4 decimals (raw floats)."""
+    import re
+    text = re.sub(r"<[^>]+>|data:image/png;base64,[A-Za-z0-9+/=]+", " ", page)
+    return re.findall(r"\d+\.\d{5,}", text)
+
+
 # -- a fake Pair for panels and switchers -----------------------------------------------------------
 class FakePair:
     """Stands in for `session.Pair` (STYLE rule 12): `run` records every call and returns exact
@@ -195,15 +503,15 @@ class FakePair:
 def shown_texts(fig, shown_width_px=None, dpi=None):
     """[(text, size in pt as shown, window extent)] of every visible, non-empty text of a figure.
 
-    The figure is saved as a PNG at `dpi` pixels per inch (plots.DPI) and shown at its natural
-    size, or scaled down to `shown_width_px` CSS pixels (plots.SHOWN_WIDTH_PX) if wider; one CSS
+    The figure is saved as a PNG at `dpi` pixels per inch (palette.DPI) and shown at its natural
+    size, or scaled down to `shown_width_px` CSS pixels (palette.SHOWN_WIDTH_PX) if wider; one CSS
     pixel is 0.75 pt. So a text of `s` pt appears at s * dpi/96 * min(1, shown / natural) pt."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
-    from eagle_nb.views import plots
-    dpi = dpi or plots.DPI
-    shown_width_px = shown_width_px or plots.SHOWN_WIDTH_PX
+    from eagle_nb.views import palette
+    dpi = dpi or palette.DPI
+    shown_width_px = shown_width_px or palette.SHOWN_WIDTH_PX
     fig.set_dpi(dpi)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -273,3 +581,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# -- memory of one CLI run -------------------------------------------------------------------------
+PEAK_RSS = ("import resource, sys; from eagle_nb.cli.main import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
+            "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'RC', rc)")
+
+
+def peak_rss_mb(*argv: str) -> float:
+    """Peak resident memory (MiB) of `eagle-nb ARGV...` in a fresh process; asserts it exited 0."""
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS, *argv], capture_output=True, text=True,
+                         env=env, cwd=REPO_ROOT, timeout=300)
+    last = out.stdout.strip().splitlines()[-1].split()
+    assert last[0] == "PEAK_RSS_KB" and last[3] == "0", out.stdout + out.stderr
+    return int(last[1]) / 1024

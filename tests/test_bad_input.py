@@ -147,13 +147,21 @@ def test_cli_convert_into_model_dir_is_refused_and_untouched(tmp_path, ckpt):
 
 
 def test_error_midway_leaves_nothing_half_written(tmp_path, ckpt, monkeypatch):
-    """A failure while writing (here: the safetensors writer raises) leaves a forced destination
-    exactly as it was and removes the temporary directory; a new destination does not appear."""
-    import safetensors.torch as st
+    """A failure while writing (here: the disk fills after two tensors of the streamed file)
+    leaves a forced destination exactly as it was and removes the temporary directory; a new
+    destination does not appear."""
+    import eagle_nb.checkpoints.convert as cv
+    from eagle_nb.io.stream_write import Planned
+    real = cv.write_safetensors
 
-    def boom(*a, **k):
+    def full_disk():
+        yield from ()
         raise OSError("disk full (simulated)")
-    monkeypatch.setattr(st, "save_file", boom)
+
+    def boom(path, planned, *a, **k):
+        p = planned[2]
+        return real(path, [*planned[:2], Planned(p.name, p.dtype, p.shape, full_disk), *planned[3:]], *a, **k)
+    monkeypatch.setattr(cv, "write_safetensors", boom)
     dst = model_copy(tmp_path)
     before = tree_hash(dst)
     with pytest.raises(OSError, match="disk full"):
@@ -231,7 +239,7 @@ import signal  # noqa: E402
 
 from eagle_nb.model.config import ConfigError, DrafterConfig, SpecConfig  # noqa: E402
 from eagle_nb.io.files import UserFileError  # noqa: E402
-from eagle_nb.model.limits import ContextError  # noqa: E402
+from eagle_nb.model.limits import ContextError, ContextWarning, encode  # noqa: E402
 from eagle_nb.report.params import ParamError  # noqa: E402
 from eagle_nb.io.prompts import PromptError, check_prompts, read_prompts  # noqa: E402
 from eagle_nb.model.targets import TargetError  # noqa: E402
@@ -392,6 +400,28 @@ def _greedy(ids, **kw):
     return run
 
 
+def _capture(ids, n_tokens: int = 3):
+    """capture() on the tiny target (64 positions) over `n_tokens` tokens; a ContextWarning is
+    raised as an error so that the row sees it."""
+    def run(c: Ctx):
+        import warnings
+
+        from eagle_nb.model.capture import capture
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ContextWarning)
+            with torch.no_grad(), capture(c.target, ids):
+                c.target(torch.ones(1, n_tokens, dtype=torch.long))
+    return run
+
+
+def _record(prompt, **kw):
+    def run(c: Ctx):
+        from eagle_nb.loop.recording import record
+        record(c.target, [prompt], c.tmp / "rec", [2, 4, 5], progress=False, **kw)
+        assert not (c.tmp / "rec").exists()
+    return run
+
+
 def _write(name, text: str | bytes):
     def make(c: Ctx) -> Path:
         f = c.tmp / name
@@ -536,6 +566,15 @@ ROWS = [
     ("api-max-new-float", _gen(max_new_tokens=1e8), ConfigError, "max_new_tokens (--max-new-tokens) must be an integer"),
     ("api-max-new-beyond-context", _gen(max_new_tokens=10**8), ContextError, "max_position_embeddings is 64"),
     ("api-prompt-beyond-context", _gen(torch.ones(1, 70, dtype=torch.long), max_new_tokens=4), ContextError, "is 70 tokens"),
+    ("api-capture-layer-ids-int", _capture(5), TypeError, "got int 5; for one layer pass [5]"),
+    ("api-capture-layer-ids-generator", _capture(i for i in [2, 4]), TypeError, "a generator can be read only once"),
+    ("api-capture-past-context", _capture([2, 4], n_tokens=70), ContextWarning, "reaches position 69, past the target's max_position_embeddings 64"),
+    ("api-record-past-context", _record(torch.ones(1, 60, dtype=torch.long), max_new_tokens=8), ContextError, "max_position_embeddings is 64"),
+    ("api-record-zero-token-prompt", _record(torch.zeros(1, 0, dtype=torch.long)), ValueError, "prompt 0 must be (1, T) input ids with T >= 1"),
+    ("api-encode-zero-tokens", lambda c: encode(lambda t, **k: {"input_ids": torch.zeros(1, 0, dtype=torch.long)}, " ", "prompt 3"), ValueError, "prompt 3 ' ' encodes to 0 tokens"),
+    ("cli-prompt-not-utf8", _cli("speculate", "--prompt", "x\udcff"), CliError, "--prompt is not UTF-8 text (byte 0xff at character 1)"),
+    ("cli-capture-prompt-not-utf8", _cli("capture", "--prompt", "\udcffx"), CliError, "--prompt is not UTF-8 text"),
+    ("cli-record-prompt-not-utf8", _cli("record", "--prompt", "\udce9t\udce9", "--out", "{tmp}/rec"), CliError, "--prompt is not UTF-8 text (byte 0xe9 at character 0)"),
     ("api-greedy-reference-beyond-context", _greedy(torch.ones(1, 10, dtype=torch.long), max_new_tokens=10**8), ContextError, "max_position_embeddings is 64"),
     ("api-prompts-single-string", lambda c: check_prompts("def f(x):"), PromptError, "got a single string"),
     ("api-prompts-empty-list", lambda c: check_prompts([]), PromptError, "empty list"),

@@ -1,6 +1,7 @@
 """The package's layout rules (eagle_nb/__init__.py): subpackages import only from themselves and
 from the ones above them in `ORDER`, no module imports another module's private name, no import
-cycles between modules, no module over 300 lines, and notebooks import only the façade."""
+cycles between modules, no module over 300 lines, and notebooks import only the façade. The tests
+mirror the subpackages and share code only through tests/helpers.py."""
 from __future__ import annotations
 
 import ast
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "eagle_nb"
+TESTS = ROOT / "tests"
 ORDER = ["io", "model", "checkpoints", "loop", "experiment", "doctor", "engines", "views", "report",
          "train", "cli"]
 
@@ -116,6 +118,46 @@ def test_notebooks_import_only_the_facade():
                 s = line.strip()
                 if (s.startswith("from eagle_nb.") or s.startswith("import eagle_nb.")):
                     bad.append(f"{nb.name}: {s}")
+    assert not bad, "\n".join(bad)
+
+
+def suite_files() -> list[Path]:
+    """Every .py file of the suite (fixtures excepted)."""
+    return sorted(p for p in TESTS.rglob("*.py") if p.relative_to(TESTS).parts[0] != "fixtures")
+
+
+def test_tests_mirror_the_subpackages():
+    """tests/<dir> is a subpackage name (or fixtures/) and holds test modules directly; no
+    `__init__.py`, and no two test files share a basename (pytest imports them by basename, with
+    tests/ on sys.path through conftest.py, so `import helpers` works from every folder)."""
+    dirs = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "__"))}
+    assert dirs - {"fixtures"} <= set(ORDER), sorted(dirs - {"fixtures"} - set(ORDER))
+    files = suite_files()
+    deep = [str(p.relative_to(TESTS)) for p in files if len(p.relative_to(TESTS).parts) > 2]
+    assert not deep, deep
+    assert not [p for p in files if p.name == "__init__.py"]
+    names = [p.name for p in files]
+    assert len(names) == len(set(names)), sorted({n for n in names if names.count(n) > 1})
+
+
+def test_no_test_module_imports_another():
+    """Tests share code through tests/helpers.py only: no file of the suite imports a `test_*`
+    module, or anything through the `tests.` path (that would load helpers a second time)."""
+    stems = {p.stem for p in suite_files() if p.name.startswith("test_")}
+    bad = []
+    for p in suite_files():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = ["." * node.level + (node.module or "")]
+                targets += [f"{node.module}.{a.name}" for a in node.names if node.module == "tests"]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if target.startswith(".") or parts[0] == "tests" or stems & set(parts):
+                    bad.append(f"{p.relative_to(ROOT)}:{node.lineno} imports {target}")
     assert not bad, "\n".join(bad)
 
 

@@ -108,9 +108,16 @@ def config_from_dict(cfg: dict, fmt: str, where: str) -> DrafterConfig:
         if not isinstance(eagle_config, dict):
             raise ConfigError(f"eagle_config must be an object, got {eagle_config!r}")
         nested = eagle_config.get("eagle_aux_hidden_state_layer_ids")
-        out = from_llama_dict(cfg, where, _ids(nested, "eagle_config.eagle_aux_hidden_state_layer_ids",
-                                               "sglang-config"))
+        top = cfg.get("eagle_aux_hidden_state_layer_ids")   # vLLM's field, when only it is written
+        ids = _ids(nested, "eagle_config.eagle_aux_hidden_state_layer_ids", "sglang-config") \
+            if nested is not None else _ids(top, "eagle_aux_hidden_state_layer_ids", "vllm")
+        out = from_llama_dict(cfg, where, ids)
         out.extra = {"sglang_config_ids": nested}
+        if nested is not None and top is not None and \
+                sorted(_ids(top, "eagle_aux_hidden_state_layer_ids", "vllm")) != out.aux_layer_ids:
+            out.extra["ids_disagree"] = (f"eagle_config.eagle_aux_hidden_state_layer_ids {nested} "
+                                         f"(SGLang reads it) and eagle_aux_hidden_state_layer_ids "
+                                         f"{top} (vLLM reads it) name different layers")
     else:
         top = cfg.get("eagle_aux_hidden_state_layer_ids")  # vLLM convention, when present
         out = from_llama_dict(cfg, where, _ids(top, "eagle_aux_hidden_state_layer_ids", "vllm"))

@@ -1,5 +1,5 @@
 """What each drafter checkpoint format can carry, for its reference consumer and engine version,
-and what trainers leave in a file that is not drafter state (README "Formats").
+and what trainers leave in a file that is not drafter state (docs/formats.md).
 
 Pure tables and checks over key names and DrafterConfig fields: knows nothing about reading or
 writing files (checkpoints.py does that and asks this module what is lost or ignored).
@@ -21,7 +21,7 @@ HARMLESS_EXTRAS = (
      "optimizer / scheduler leftovers"),
 )
 
-# What the reference consumer of each format reads (README "Formats"). A drafter feature outside
+# What the reference consumer of each format reads (docs/formats.md). A drafter feature outside
 # its format is refused by save_drafter / convert unless allow_lossy=True.
 #   eagle: SafeAILab EAGLE `eagle/model/cnets.py` Model: 3 aux layers, head_dim = H / heads,
 #          rope_scaling linear or dynamic only, no EAGLE-3.1 flags.
@@ -38,6 +38,9 @@ FORMAT_LACKS = {
 def unsupported_features(cfg: DrafterConfig, fmt: str) -> list[str]:
     """The features of `cfg` that format `fmt`'s consumer cannot express (empty: lossless)."""
     out = [f"{k}=True" for k in FORMAT_LACKS[fmt] if getattr(cfg, k)]
+    if cfg.sliding_window and fmt != "speculators":
+        out.append(f"sliding_window={cfg.sliding_window} (its Llama draft layer attends to every "
+                   f"position)")
     if fmt == "eagle":
         if cfg.num_aux != 3:
             out.append(f"num_aux={cfg.num_aux} (EAGLE's fc is target_hidden_size*3 wide)")

@@ -1,7 +1,9 @@
 """Loading a drafter checkpoint into `Eagle3Drafter` with a strict key map.
 
-Weights are read by io/weight_files.py with safetensors or `torch.load(weights_only=True)`:
-loading never executes checkpoint code. `load_drafter_engine_style` is an ABLATION that drops
+Weights are memory-mapped by io/lazy_weights.py (safetensors headers parsed, `.bin` through
+`torch.load(weights_only=True, mmap=True)`): loading never executes checkpoint code, keeps the
+file's dtype unless `dtype=` asks otherwise, and copies nothing it does not cast, so a drafter
+costs about its file size plus, when borrowed, the rows of the target's embedding it reads. `load_drafter_engine_style` is an ABLATION that drops
 unknown names and keeps random init, as SGLang's loader does (by default as SGLang <= 0.5.11,
 which drops `layers.0.*`); it exists for the notebooks and the fault registry only.
 """
@@ -20,36 +22,50 @@ from eagle_nb.checkpoints.detect import (
     read_config,
 )
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
-from eagle_nb.checkpoints.validate import Report
+from eagle_nb.checkpoints.validate import Report, check_finite
 from eagle_nb.io.files import show
+from eagle_nb.io.lazy_weights import LazyState
 from eagle_nb.io.weight_files import CheckpointError, read_weights
 from eagle_nb.model.config import ConfigError, DrafterConfig
 from eagle_nb.model.drafter import FEEDBACK_SERVING, Eagle3Drafter, rope_inv_freq
 from eagle_nb.model.layers import sglang_version_tuple
 
+EMBED = "embed_tokens.weight"
 
-def _target_parts(target):
-    """(config, input embedding weight) of a target given as a path or a loaded model."""
+
+def target_embedding(target) -> tuple[object, dict]:
+    """(text config, {"embed_tokens.weight": the target's input embedding}) for a target given as
+    a path (a memory-mapped view, streamed from its file by io/lazy_weights.py `stream`) or a
+    loaded model; (None, {}) without a target."""
     if target is None:
-        return None, None
+        return None, {}
     if isinstance(target, (str, Path)):   # never load the model: config + one tensor, lazily
         from eagle_nb.io.target_parts import TargetParts, TargetPartsError
         try:
             parts = TargetParts(target)
-            return parts.config, parts.embed_tokens()
+            key = parts.embed_key()
+            return parts.config, LazyState({EMBED: parts.mapped(key)}, parts, {EMBED: key})
         except TargetPartsError as e:
             raise CheckpointError(str(e)) from None
     elif not hasattr(target, "get_input_embeddings"):
         raise TypeError(f"target must be a checkpoint path or a loaded HF model, got {type(target).__name__}")
     return target.config.get_text_config() if hasattr(target.config, "get_text_config") \
-        else target.config, target.get_input_embeddings().weight
+        else target.config, {EMBED: target.get_input_embeddings().weight}
 
 
-def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
+def _target_parts(target):
+    """(config, input embedding weight) of a target given as a path or a loaded model."""
+    cfg, emb = target_embedding(target)
+    return cfg, emb.get(EMBED)
+
+
+def load_drafter(path, target=None, *, dtype=None, device=None,
                  feedback: str = FEEDBACK_SERVING) -> Eagle3Drafter:
-    """Load a drafter in any format, strictly. `target` (path or model) supplies `embed_tokens`
-    when the checkpoint has none and is checked against the drafter. `feedback` is the state fed
-    back across draft steps (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge
+    """Load a drafter in any format, strictly. `dtype` None keeps the checkpoint's dtype (that of
+    `fc.weight`; other floating tensors are cast to it), memory-mapped where nothing is cast; pass
+    `dtype=torch.float32` for float32 arithmetic (what the CPU loops choose). `target` (path or
+    model) supplies `embed_tokens` when the checkpoint has none and is checked against the
+    drafter. `feedback` is the state fed back across draft steps (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge
     trains). Known-harmless extras (frozen-target buffers, optimizer leftovers) are dropped with a
     CheckpointWarning naming them. Raises CheckpointError listing every problem."""
     model = load_with_report(path, target, dtype, device)[0]
@@ -60,25 +76,26 @@ def load_drafter(path, target=None, *, dtype=torch.float32, device=None,
 def load_with_report(path, target, dtype, device) -> tuple[Eagle3Drafter, Report, torch.Tensor | None]:
     tcfg, temb = _target_parts(target)
     rep, state = inspect_checkpoint(path, tcfg)
+    check_finite(state, rep)        # every value: the views are read here, once
     if "embed_tokens.weight" not in state:
         if temb is None:
-            rep.problems.append(f"{path}: checkpoint has no embed_tokens.weight; pass target= "
-                                f"(a path or model) to take it from the target")
+            rep.problem("embed-missing", f"{path}: checkpoint has no embed_tokens.weight; pass "
+                        f"target= (a path or model) to take it from the target")
         elif tuple(temb.shape) != (rep.config.vocab_size, rep.config.hidden_size):
-            rep.problems.append(f"target embedding {tuple(temb.shape)} != (vocab_size, hidden_size)"
-                                f" = ({rep.config.vocab_size}, {rep.config.hidden_size})")
+            rep.problem("embed-shape", f"target embedding {tuple(temb.shape)} != (vocab_size, "
+                        f"hidden_size) = ({rep.config.vocab_size}, {rep.config.hidden_size})")
         else:
             state["embed_tokens.weight"] = temb.detach().to("cpu")
     if not rep.ok:
         raise CheckpointError(f"cannot load drafter {path} (format {rep.format}):\n  - "
                               + "\n  - ".join(rep.problems))
-    for w in rep.warnings:
-        if "not drafter state" in w:
-            warnings.warn(w, CheckpointWarning, stacklevel=3)
+    for f in rep.findings:
+        if f.code == "ignored-keys":
+            warnings.warn(f.message, CheckpointWarning, stacklevel=3)
     return _build(rep.config, state, dtype, device), rep, temb
 
 
-def _complete_vocab_buffers(cfg: DrafterConfig, state: dict) -> None:
+def complete_vocab_buffers(cfg: DrafterConfig, state: dict) -> None:
     Vd, V = cfg.draft_vocab_size, cfg.vocab_size
     if "d2t" not in state:
         state["d2t"] = torch.zeros(Vd, dtype=torch.long)
@@ -89,9 +106,10 @@ def _complete_vocab_buffers(cfg: DrafterConfig, state: dict) -> None:
 
 
 def _build(cfg: DrafterConfig, state: dict, dtype, device) -> Eagle3Drafter:
-    _complete_vocab_buffers(cfg, state)
+    complete_vocab_buffers(cfg, state)
     with torch.device("meta"):
         model = Eagle3Drafter(cfg)
+    dtype = dtype or state["fc.weight"].dtype           # the file's: `.to` then copies nothing
     state = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state.items()}
     model.load_state_dict(state, strict=True, assign=True)
     model.inv_freq = rope_inv_freq(cfg)  # non-persistent buffer, still on meta: recompute

@@ -7,13 +7,13 @@ The config writers are the inverse of detect.py's readers; `save_drafter` writes
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 
 from eagle_nb.checkpoints.detect import FORMATS
 from eagle_nb.checkpoints.formats import unsupported_features
+from eagle_nb.io.stream_write import from_tensor, write_safetensors
 from eagle_nb.io.weight_files import WEIGHT_FILES, CheckpointError
 from eagle_nb.model.config import DrafterConfig
 from eagle_nb.model.drafter import Eagle3Drafter
@@ -32,6 +32,8 @@ def _llama_dict(cfg: DrafterConfig, dtype: str) -> dict:
             # when the config has NO target_hidden_size (hasattr), whatever its value.
             **({"target_hidden_size": cfg.target_hidden_size}
                if cfg.target_hidden_size != cfg.hidden_size else {}),
+            **({"layer_types": ["sliding_attention"], "sliding_window": cfg.sliding_window}
+               if cfg.sliding_window else {}),
             "tie_word_embeddings": False, "attention_bias": False, "mlp_bias": False,
             "torch_dtype": dtype}
 
@@ -96,20 +98,18 @@ def save_drafter(drafter: Eagle3Drafter, out_dir, fmt: str, *, dtype=None, weigh
             continue
         if fmt == "speculators" and k.startswith("midlayer."):
             k = "layers.0." + k[len("midlayer."):]
-        state[k] = (v.to(dtype) if v.is_floating_point() else v).detach().cpu().contiguous()
+        state[k] = v.detach()
     cfg = config_to_dict(drafter.config, fmt, str(dtype).replace("torch.", ""), verifier)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     for name in WEIGHT_FILES:
         (out / name).unlink(missing_ok=True)
     if weights == "bin":
-        torch.save(state, out / "pytorch_model.bin")
-    else:
-        from safetensors.torch import save_file
-        save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-        # NOTE: safetensors creates the file 0600; give it the mode any other file here gets
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(out / "model.safetensors", 0o666 & ~umask)
+        torch.save({k: (v.to(dtype) if v.is_floating_point() else v).cpu().contiguous()
+                    for k, v in state.items()}, out / "pytorch_model.bin")
+    else:   # tensor by tensor, cast chunk by chunk: no second copy of the drafter in memory
+        write_safetensors(out / "model.safetensors",
+                          [from_tensor(k, v, dtype if v.is_floating_point() else None)
+                           for k, v in state.items()])
     return out
 
 
@@ -127,12 +127,12 @@ def check_dtype(value, where: str) -> torch.dtype:
                           f"({sorted(FLOAT_DTYPES)})")
 
 
-def source_dtype(raw_cfg: dict, where: str) -> torch.dtype:
+def source_dtype(raw_cfg: dict, where: str, default=torch.float32) -> torch.dtype | None:
     """The dtype a config declares: transformers-5 `dtype`, else `torch_dtype` (top level, then
-    speculators' transformer_layer_config); float32 when none is given."""
+    speculators' transformer_layer_config); `default` when none is given."""
     layer = raw_cfg.get("transformer_layer_config")
     for scope, d in (("", raw_cfg), ("transformer_layer_config.", layer if isinstance(layer, dict) else {})):
         for name in ("dtype", "torch_dtype"):
             if d.get(name) is not None:
                 return check_dtype(d[name], f"{where}: field {scope + name!r}")
-    return torch.float32
+    return default

@@ -1,8 +1,13 @@
 """Checks on a drafter checkpoint's tensors: the faults the serving engines let through silently.
 
-Every check returns messages that name the key, shape or value at fault. `Report` collects
-problems (loading refuses) and warnings (loading proceeds, inspect prints them). Knows nothing
-about file formats; checkpoints.py feeds it a renamed state dict and a DrafterConfig.
+Every check adds `Finding`s to a `Report`: a stable `code` (what a caller such as the doctor selects
+on; never parse the message), a level (a problem: loading refuses; a warning: loading proceeds,
+inspect prints it), a message that names the key, shape or value at fault, and the tensor key
+when there is one. Codes: d2t-missing, d2t-dtype, d2t-shape, d2t-absolute, d2t-invalid, d2t-order,
+d2t-all-zero, t2d-missing, t2d-dtype, t2d-shape, t2d-count, t2d-disagrees (vocabulary maps);
+non-finite, shape, fc-width (tensors); target-vocab, target-hidden, embed-shape, aux-ids-range
+(against the target); keys, ignored-keys, train-serve, embed-missing (inspect.py, load.py).
+Knows nothing about file formats; checkpoints.py feeds it a renamed state dict and a DrafterConfig.
 """
 from __future__ import annotations
 
@@ -10,7 +15,19 @@ from dataclasses import dataclass, field
 
 import torch
 
+from eagle_nb.io.lazy_weights import stream
 from eagle_nb.model.config import DrafterConfig
+
+
+PROBLEM, WARNING = "problem", "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str                   # stable id of what was found (module docstring); callers select on it
+    level: str                  # PROBLEM (loading refuses) | WARNING
+    message: str                # for people; never parsed
+    key: str | None = None      # the tensor it is about, when one
 
 
 @dataclass
@@ -20,12 +37,25 @@ class Report:
     config: DrafterConfig | None = None
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     d2t_verdict: str = "not checked"
     notes: dict = field(default_factory=dict)
     ids_as_written: dict | None = None   # {"field", "ids", "convention"} as in config.json; None: absent
     key_names: dict = field(default_factory=dict)  # checkpoint key -> (eagle_nb key | None, shape)
+
+    def problem(self, code: str, message: str, key: str | None = None) -> None:
+        self.findings.append(Finding(code, PROBLEM, message, key))
+
+    def warn(self, code: str, message: str, key: str | None = None) -> None:
+        self.findings.append(Finding(code, WARNING, message, key))
+
+    @property
+    def problems(self) -> list[str]:
+        return [f.message for f in self.findings if f.level == PROBLEM]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f.message for f in self.findings if f.level == WARNING]
 
     @property
     def ok(self) -> bool:
@@ -51,7 +81,7 @@ def check_d2t_t2d(d2t, t2d, cfg: DrafterConfig, rep: Report) -> None:
     V, Vd = cfg.vocab_size, cfg.draft_vocab_size
     if d2t is None:
         if Vd != V:
-            rep.problems.append(f"d2t missing while draft_vocab_size {Vd} != vocab_size {V}: engines "
+            rep.problem("d2t-missing", f"d2t missing while draft_vocab_size {Vd} != vocab_size {V}: engines "
                                 f"would map draft id i to target id i and acceptance collapses")
             rep.d2t_verdict = "missing"
         else:
@@ -61,9 +91,9 @@ def check_d2t_t2d(d2t, t2d, cfg: DrafterConfig, rep: Report) -> None:
         msg = f"d2t dtype is {d2t.dtype}, expected torch.int64"
         if d2t.is_floating_point():
             msg += " (float ids above 2048 are not exact in fp16, above 256 in bf16)"
-        rep.problems.append(msg)
+        rep.problem("d2t-dtype", msg, "d2t")
     if tuple(d2t.shape) != (Vd,):
-        rep.problems.append(f"d2t shape {tuple(d2t.shape)} != (draft_vocab_size,) = ({Vd},)")
+        rep.problem("d2t-shape", f"d2t shape {tuple(d2t.shape)} != (draft_vocab_size,) = ({Vd},)", "d2t")
         rep.d2t_verdict = "wrong shape"
         return
     d = d2t.long()
@@ -73,42 +103,51 @@ def check_d2t_t2d(d2t, t2d, cfg: DrafterConfig, rep: Report) -> None:
     strictly_inc = bool((d[1:] > d[:-1]).all())
     as_absolute_ok = strictly_inc and bool((d >= 0).all() and (d < V).all())
     if not as_offsets_ok and as_absolute_ok:
-        rep.problems.append("d2t looks like absolute target ids, not offsets (strictly increasing, "
-                            f"i + d2t[i] reaches {int(mapped.max())} >= V={V}); store d2t - arange(Vd)")
+        rep.problem("d2t-absolute", "d2t looks like absolute target ids, not offsets (strictly increasing, "
+                    f"i + d2t[i] reaches {int(mapped.max())} >= V={V}); store d2t - arange(Vd)", "d2t")
         rep.d2t_verdict = "absolute ids (wrong)"
     elif not as_offsets_ok:
         bad = ((mapped < 0) | (mapped >= V)).nonzero().flatten()[:5].tolist()
         dup = int(Vd - mapped.unique().numel())
-        rep.problems.append(f"d2t offsets invalid: i + d2t[i] out of [0, {V}) at draft ids {bad}, "
-                            f"{dup} duplicate target ids")
+        rep.problem("d2t-invalid", f"d2t offsets invalid: i + d2t[i] out of [0, {V}) at draft ids "
+                    f"{bad}, {dup} duplicate target ids", "d2t")
         rep.d2t_verdict = "invalid"
     else:
         rep.d2t_verdict = "offsets (ok)"
         if (d < 0).any() or (d[1:] < d[:-1]).any():
-            rep.warnings.append("d2t offsets are negative or decreasing: not built by the public "
-                                "builders (sorted ids, offsets >= 0); was arange subtracted twice?")
+            rep.warn("d2t-order", "d2t offsets are negative or decreasing: not built by the public "
+                     "builders (sorted ids, offsets >= 0); was arange subtracted twice?", "d2t")
             rep.d2t_verdict = "offsets (unusual order)"
         if Vd < V and not d.any():
-            rep.warnings.append("d2t is all zeros with draft_vocab_size < vocab_size: identity "
-                                "mapping onto the first Vd target ids (a default, not a mapping?)")
+            rep.warn("d2t-all-zero", "d2t is all zeros with draft_vocab_size < vocab_size: identity "
+                     "mapping onto the first Vd target ids (a default, not a mapping?)", "d2t")
             rep.d2t_verdict = "all zeros (suspicious)"
     if t2d is None:
         if Vd != V:
-            rep.warnings.append("t2d missing; rebuilt from d2t")
+            rep.warn("t2d-missing", "t2d missing; rebuilt from d2t")
         return
     if t2d.dtype != torch.bool:
-        rep.problems.append(f"t2d dtype is {t2d.dtype}, expected torch.bool")
+        rep.problem("t2d-dtype", f"t2d dtype is {t2d.dtype}, expected torch.bool", "t2d")
     if tuple(t2d.shape) != (V,):
-        rep.problems.append(f"t2d shape {tuple(t2d.shape)} != (vocab_size,) = ({V},)")
+        rep.problem("t2d-shape", f"t2d shape {tuple(t2d.shape)} != (vocab_size,) = ({V},)", "t2d")
         return
     if int(t2d.bool().sum()) != Vd:
-        rep.problems.append(f"t2d marks {int(t2d.bool().sum())} ids but draft_vocab_size is {Vd}")
+        rep.problem("t2d-count", f"t2d marks {int(t2d.bool().sum())} ids but draft_vocab_size is {Vd}", "t2d")
     elif as_offsets_ok and not bool(t2d.bool()[mapped].all()):
-        rep.problems.append("t2d disagrees with d2t: some target ids i + d2t[i] are not marked in t2d")
+        rep.problem("t2d-disagrees", "t2d disagrees with d2t: some target ids i + d2t[i] are not "
+                    "marked in t2d", "t2d")
 
 
 def check_finite(state: dict, rep: Report) -> None:
     bad = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        rep.problem("non-finite", f"NaN/inf values in weights: {bad}")
+
+
+def check_finite_streamed(state: dict, rep: Report) -> None:
+    """check_finite reading each tensor in bounded chunks (io/lazy_weights.py `stream`)."""
+    bad = [k for k, v in state.items() if v.is_floating_point()
+           and not all(bool(torch.isfinite(c).all()) for c in stream(state, k))]
     if bad:
         rep.problems.append(f"NaN/inf values in weights: {bad}")
 
@@ -117,15 +156,16 @@ def check_shapes(state: dict, expected: dict, rep: Report, path: str) -> None:
     """Compare every present tensor against the shape the config implies."""
     for k, want in expected.items():
         if k in state and tuple(state[k].shape) != tuple(want):
-            rep.problems.append(f"{path}: {k} has shape {tuple(state[k].shape)}, config implies {tuple(want)}")
+            rep.problem("shape", f"{path}: {k} has shape {tuple(state[k].shape)}, config implies "
+                                 f"{tuple(want)}", k)
 
 
 def check_fc_width(state: dict, cfg: DrafterConfig, rep: Report) -> None:
     w = state.get("fc.weight")
     if w is not None and w.shape[1] != cfg.fc_in_features:
-        rep.problems.append(
-            f"fc.weight input width {w.shape[1]} != n_aux x target_hidden_size = "
-            f"{cfg.num_aux} x {cfg.target_hidden_size} = {cfg.fc_in_features}")
+        rep.problem(
+            "fc-width", f"fc.weight input width {w.shape[1]} != n_aux x target_hidden_size = "
+            f"{cfg.num_aux} x {cfg.target_hidden_size} = {cfg.fc_in_features}", "fc.weight")
 
 
 def check_against_target(cfg: DrafterConfig, target_config, embed_shape, rep: Report) -> None:
@@ -134,14 +174,15 @@ def check_against_target(cfg: DrafterConfig, target_config, embed_shape, rep: Re
     th = getattr(target_config, "hidden_size", None)
     L = getattr(target_config, "num_hidden_layers", None)
     if tv is not None and tv != cfg.vocab_size:
-        rep.problems.append(f"target vocab_size {tv} != drafter vocab_size {cfg.vocab_size}")
+        rep.problem("target-vocab", f"target vocab_size {tv} != drafter vocab_size {cfg.vocab_size}")
     if th is not None and th != cfg.target_hidden_size:
-        rep.problems.append(f"target hidden_size {th} != drafter target_hidden_size "
-                            f"{cfg.target_hidden_size} (fc expects {cfg.fc_in_features})")
+        rep.problem("target-hidden", f"target hidden_size {th} != drafter target_hidden_size "
+                    f"{cfg.target_hidden_size} (fc expects {cfg.fc_in_features})")
     if embed_shape is not None and tuple(embed_shape) != (cfg.vocab_size, cfg.hidden_size):
-        rep.problems.append(f"embed_tokens shape {tuple(embed_shape)} != (vocab_size, hidden_size) "
-                            f"= ({cfg.vocab_size}, {cfg.hidden_size})")
+        rep.problem("embed-shape", f"embed_tokens shape {tuple(embed_shape)} != (vocab_size, "
+                    f"hidden_size) = ({cfg.vocab_size}, {cfg.hidden_size})", "embed_tokens.weight")
     if L is not None and cfg.aux_layer_ids is not None:
         bad = [i for i in cfg.aux_layer_ids if not 0 <= i <= L]
         if bad:
-            rep.problems.append(f"aux layer ids {bad} (HF convention) out of range for a {L}-layer target")
+            rep.problem("aux-ids-range", f"aux layer ids {bad} (HF convention) out of range for a "
+                        f"{L}-layer target")

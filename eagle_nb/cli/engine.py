@@ -1,22 +1,76 @@
-"""`eagle-nb engine compare | log`: argparse wiring for the engine commands (cli.py adds them).
-
-Thin: parses flags, calls `eagle_nb.engines`, prints a table or JSON.
-"""
+"""`eagle-nb engine compare | log`: the same prompts through the kit's reference loop and a real
+engine (vLLM), and acceptance over time from a vLLM or SGLang log. Parses flags, calls
+`eagle_nb.engines`, prints a table or JSON."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
+from eagle_nb.cli import options
 
-def cmd_compare(a) -> int:
-    from eagle_nb.engines import EngineError, compare
+
+def add_parser(sub):
+    """Register `engine compare` and `engine log` on the top-level subparsers."""
+    eng = options.command(
+        sub, "engine", help="compare with a real engine (vLLM), read engine logs",
+        description="compare the kit's reference loop with a real engine (vLLM), read engine logs",
+        examples="""\
+            eagle-nb engine compare --depth 4 --max-new-tokens 64
+            eagle-nb engine compare --url http://localhost:8000 --ablate fc-bypass
+            eagle-nb engine log vllm.log --json""")
+    esub = eng.add_subparsers(dest="engine_cmd", required=True)
+    p = options.command(
+        esub, "compare", help="same prompts through the reference loop and a vLLM engine",
+        description="the same prompts through the kit's reference loop and a vLLM engine (launched\n"
+                    "here, or a running server with --url), metric by metric, with a verdict",
+        examples="""\
+            eagle-nb engine compare --depth 4
+            eagle-nb engine compare --engine-drafter /tmp/broken --ablate fc-bypass --json""")
+    options.target(p)
+    options.drafter(p)
+    p.add_argument("--engine-drafter", default=None,
+                   help="serve this drafter in the engine instead (e.g. a broken copy)")
+    p.add_argument("--prompts", default=None,
+                   help="JSON lines file with a 'prompt' field per line (default: the shipped "
+                        "evaluation prompts)")
+    p.add_argument("--n-prompts", type=int, default=None,
+                   help="without --prompts: the first N shipped prompts (default: all)")
+    options.depth(p)
+    options.max_new_tokens(p, 64)
+    options.temperature(p)
+    options.seed(p)
+    options.ablate(p, "switch on a named fault in the reference loop only: the kit's prediction "
+                      "for a fault the engine's drafter has")
+    p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
+    options.json_output(p)
+    p = options.command(
+        esub, "log", help="acceptance over time from a vLLM or SGLang log file",
+        description="acceptance over time from a vLLM or SGLang log file; exit 1 when it holds\n"
+                    "no acceptance lines",
+        examples="""\
+            eagle-nb engine log vllm.log
+            eagle-nb engine log sglang.log --num-draft-tokens 5 --json""")
+    p.add_argument("file", help="the engine's log file")
+    p.add_argument("--num-draft-tokens", type=int, default=None,
+                   help="SGLang --speculative-num-draft-tokens, to pin its accept-rate formula")
+    options.json_output(p)
+    return eng
+
+
+def run(a) -> int:
+    return {"compare": compare, "log": log}[a.engine_cmd](a)
+
+
+def compare(a) -> int:
+    from eagle_nb.engines import EngineError
+    from eagle_nb.engines import compare as run_compare
     from eagle_nb.io.prompts import read_prompts
     prompts = read_prompts(a.prompts) if a.prompts else None
     try:
-        res = compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
-                      temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
-                      engine_drafter=a.engine_drafter, n_prompts=a.n_prompts)
+        res = run_compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
+                          temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
+                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts)
     except EngineError as e:
         print(f"eagle-nb engine compare: error: {e}", file=sys.stderr)
         return 2
@@ -33,7 +87,7 @@ def cmd_compare(a) -> int:
     return 0 if res.verdict_kind in ("match", "unknown") else 1
 
 
-def cmd_log(a) -> int:
+def log(a) -> int:
     from eagle_nb.engines.logs import parse_log
     path = Path(a.file)
     if not path.is_file():
@@ -47,31 +101,3 @@ def cmd_log(a) -> int:
         print(parsed.df[cols].to_string(index=False) if len(parsed.df) else "no acceptance lines found")
         print(json.dumps(parsed.summary, indent=2, default=str))
     return 0 if len(parsed.df) else 1
-
-
-def add_parser(sub) -> None:
-    """Register `engine compare` and `engine log` on the top-level subparsers."""
-    eng = sub.add_parser("engine", help="compare with a real engine (vLLM), read engine logs")
-    esub = eng.add_subparsers(dest="engine_cmd", required=True)
-    p = esub.add_parser("compare", help="same prompts through the reference loop and a vLLM engine")
-    p.add_argument("--target", default=None, help="HF target dir (default: the shipped target)")
-    p.add_argument("--drafter", default=None, help="drafter dir (default: the shipped drafter)")
-    p.add_argument("--engine-drafter", default=None,
-                   help="serve this drafter in the engine instead (e.g. a broken copy)")
-    p.add_argument("--prompts", default=None, help="JSON lines with a 'prompt' field (default: shipped)")
-    p.add_argument("--n-prompts", type=int, default=None)
-    p.add_argument("--depth", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ablate", action="append", default=[], metavar="NAME",
-                   help="reference-side named ablation: the kit's prediction for a fault")
-    p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_compare)
-    p = esub.add_parser("log", help="acceptance over time from a vLLM or SGLang log file")
-    p.add_argument("file")
-    p.add_argument("--num-draft-tokens", type=int, default=None,
-                   help="SGLang --speculative-num-draft-tokens, to pin its accept-rate formula")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(fn=cmd_log)

@@ -1,9 +1,10 @@
-"""The fault catalogue as a measured table: every registered fault (faults.FAULTS) run on a pair at
-depth k, greedy and T = 1, beside the healthy pair, plus the crash-only faults (crashes.py) with the
-exact error text, and which static check of the doctor sees each one (`static_checks.SEES`).
+"""The fault catalogue as a measured table: every switchable fault of the registry (faults.FAULTS) run
+on a pair at depth k, greedy and T = 1, beside the healthy pair, plus the crash-only faults with the
+exact error text (crashes.py), and which static check of the doctor sees each one (each entry's
+`static`). The measuring loop is the doctor's (measure.py).
 
 `python -m eagle_nb.doctor.catalogue [--out FILE.json] [--markdown]` regenerates it on the shipped pair;
-the README's catalogue table is its `--markdown` output. Knows nothing about plotting.
+docs/catalogue.md is generated from the JSON (scripts/catalogue_table.py). Knows nothing about plotting.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import argparse
 import json
 import time
 
-from eagle_nb.doctor import crashes, ranking
-
-HEALTHY = "healthy"
+from eagle_nb.doctor import crashes
+from eagle_nb.doctor.measure import first_line, measure_profiles
+from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.faults import HEALTHY
 
 
 def shipped_path():
@@ -42,43 +44,40 @@ def frame(cat: dict):
     return pd.DataFrame(rows)
 
 
+def row(f, results: dict | None = None, not_applicable: str | None = None) -> dict:
+    """The catalogue row of registry entry `f` (None: healthy) with its measured `results`
+    ({temperature: Profile}); a crash-only entry carries its error text instead."""
+    name = HEALTHY if f is None else f.name
+    out = {"fault": name, "kind": "switch" if f is None else f.kind,
+           "story": "" if f is None else f.story, "reference": "" if f is None else f.reference,
+           "fix": "" if f is None else f.fix,
+           "switch": "Setting()" if f is None else f"Setting(faults=({name!r},))",
+           "static_check": None if f is None else f.static.text}
+    if f is not None and f.kind == F.CRASH:
+        out.update(switch=f"crashes.reproduce({name!r})", error_text=crashes.reproduce(name))
+    out["results"] = {str(T): {"tau": p.tau, "tau_se": p.tau_se, "per_position": list(p.per_position)}
+                      for T, p in (results or {}).items()}
+    out["not_applicable"] = not_applicable
+    return out
+
+
 def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
             max_new_tokens: int = 64, faults=None, progress: bool = True) -> dict:
     """{'rows': [...], 'setup': {...}}: one row per fault (and 'healthy'), with τ and per-position
     acceptance per temperature, or why the fault does not apply to this pair. `faults` limits the
     registry entries measured (names; default all)."""
-    from tqdm.auto import tqdm
-
-    from eagle_nb.doctor.static_checks import SEES
-    from eagle_nb.experiment import faults as F
     from eagle_nb.experiment.pair import Pair, shipped_prompts
-    from eagle_nb.experiment.setting import Setting
     pair = pair or Pair()
     prompts = list(prompts or shipped_prompts())
-    rows, t0 = [], time.perf_counter()
-    entries = [None, *[f for f in F.FAULTS if faults is None or f.name in faults]]
-    for f in tqdm(entries, desc="catalogue", disable=not progress):
-        name = HEALTHY if f is None else f.name
-        row = {"fault": name, "kind": "switch", "story": "" if f is None else f.story,
-               "reference": "" if f is None else f.reference, "fix": "" if f is None else f.fix,
-               "switch": f"Setting(faults=({name!r},))" if f else "Setting()",
-               "static_check": SEES.get(name), "results": {}, "not_applicable": None}
-        for T in temperatures:
-            try:
-                r = pair.run(prompts, Setting(faults=() if f is None else (name,), depth=depth,
-                                              temperature=T, max_new_tokens=max_new_tokens),
-                             progress=False)
-            except ValueError as e:
-                row["not_applicable"] = str(e).splitlines()[0]
-                break
-            p = ranking.profile_from_stats(r.stats)
-            row["results"][str(T)] = {"tau": p.tau, "tau_se": p.tau_se, "per_position": list(p.per_position)}
-        rows.append(row)
-    for c in crashes.CRASHES.values():
-        rows.append({"fault": c.name, "kind": "crash", "story": c.story, "reference": c.reference,
-                     "fix": c.fix, "switch": f"crashes.reproduce({c.name!r})",
-                     "static_check": SEES.get(c.name), "error_text": crashes.reproduce(c.name),
-                     "results": {}, "not_applicable": None})
+    t0 = time.perf_counter()
+    entries = [f for f in F.FAULTS if faults is None or f.name in faults]
+    measured, errors = measure_profiles(pair, prompts, [f.name for f in entries], depth=depth,
+                                        temperatures=temperatures, max_new_tokens=max_new_tokens,
+                                        catch=ValueError, raise_for=(), desc="catalogue",
+                                        leave=True, progress=progress)
+    rows = [row(f, measured[n], first_line(errors[n]) if n in errors else None)
+            for f, n in [(None, HEALTHY), *[(f, f.name) for f in entries]]]
+    rows += [row(f) for f in F.of_kind(F.CRASH)]
     from eagle_nb.io.paths import DATA_DIR
     drafter = str(pair.drafter_path).replace(str(DATA_DIR.parent) + "/", "")   # repo-relative
     setup = {"target": pair.target_path or "shipped", "drafter": drafter, "depth": depth,
@@ -115,7 +114,7 @@ def markdown(cat: dict) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m eagle_nb.doctor.catalogue", description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None, help="write the measured catalogue as JSON here")
-    ap.add_argument("--markdown", action="store_true", help="print the README table")
+    ap.add_argument("--markdown", action="store_true", help="print the table docs/catalogue.md shows")
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--n-prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=64)

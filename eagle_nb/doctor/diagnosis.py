@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-SCHEMA_VERSION = 1
+from eagle_nb.experiment import faults as F
+
+SCHEMA_VERSION = 2
 STATUSES = ("pass", "warn", "fail", "skip")
 
 # field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
@@ -23,7 +25,10 @@ SCHEMA = {
         "fix": "what to change (empty when healthy)",
         "confidence": "'high' | 'medium' | 'low'",
         "basis": "'static' (a check failed), 'log' (an engine error was recognised), "
-                 "'observation' (ranked against measured profiles), 'probe', or 'none'",
+                 "'observation' (ranked against measured profiles), 'probe', 'signature' (the "
+                 "target could not run: ranked against the catalogue's measured fault signatures), "
+                 "'recording' (signatures relative to a healthy tau replayed from a recording), "
+                 "or 'none'",
         "also_consistent": "other fault names that explain the observation about as well",
     },
     "checks": [{
@@ -46,6 +51,11 @@ SCHEMA = {
         "weight": "share of exp(-z^2/2) likelihood among all hypotheses (null: no observation)",
         "static_evidence": "ids of checks that point at this fault",
         "ruled_out_by": "id of a passing check showing the files cannot have this fault, or null",
+        "kind": "what the hypothesis is: 'measured' (switched on and measured on this pair), "
+                "'signature' (the catalogue's measured signature), 'serving path (signature of X)', "
+                "'crash-only', or 'not measured' (static evidence only)",
+        "serving_check": "what to check on the serving side (engine class, release, a shape to "
+                         "print), or ''",
     }],
     "probes": [{
         "name": "what was tried (e.g. 'layer ids +1', 'target embedding')",
@@ -73,6 +83,13 @@ class Check:
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"check {self.id}: status {self.status!r} not in {STATUSES}")
+        for name in self.faults:          # every fault a check names is a registry entry
+            F.entry(name)
+
+    @classmethod
+    def of(cls, cid, status, title, evidence, faults=(), fix="") -> "Check":
+        """A check whose faults are kept only when it warns or fails (a pass is evidence of none)."""
+        return cls(cid, status, title, evidence, list(faults) if status in ("warn", "fail") else [], fix)
 
 
 @dataclass
@@ -86,6 +103,8 @@ class Hypothesis:
     weight: float | None = None
     static_evidence: list[str] = field(default_factory=list)
     ruled_out_by: str | None = None
+    kind: str = ""
+    serving_check: str = ""
 
 
 @dataclass
@@ -119,7 +138,7 @@ class Diagnosis:
 
     @property
     def healthy(self) -> bool:
-        return self.verdict.cause == "healthy"
+        return self.verdict.cause == F.HEALTHY
 
     def check(self, check_id: str) -> Check:
         for c in self.checks:
@@ -142,6 +161,8 @@ class Diagnosis:
             lines.append(f"  fix: {v.fix}")
         if v.also_consistent:
             lines.append(f"  also consistent with: {', '.join(v.also_consistent)}")
+        plan = [n.removeprefix("plan: ") for n in self.notes if n.startswith("plan: ")]
+        lines += ["", "PLAN", *[f"  {n}" for n in plan]] if plan else []
         lines.append("")
         lines.append("CHECKS")
         for c in self.checks:
@@ -154,18 +175,31 @@ class Diagnosis:
         if self.hypotheses:
             lines += ["", "HYPOTHESES (ranked)" if self.observation else "PREDICTED PROFILES"]
             for h in self.hypotheses:
-                p = h.predicted
-                prof = "crash only" if p is None else (
-                    f"tau {p['tau']:.2f} ± {p['tau_se']:.2f}, per-position "
-                    + " / ".join(f"{x:.2f}" for x in p["per_position"]))
-                score = "" if h.distance is None else f"  z {h.distance:5.2f}  w {h.weight:.2f}"
-                out = f"  (ruled out: {h.ruled_out_by} passes)" if h.ruled_out_by else ""
-                lines.append(f"  {h.fault:<28}{score}  {prof}{out}")
+                lines.append(f"  {h.fault:<28}{_score(h)}  {_profile(h)}  [{h.kind or 'measured'}]"
+                             + (f"  (ruled out: {h.ruled_out_by} passes)" if h.ruled_out_by else ""))
+                if h.serving_check and not h.ruled_out_by:
+                    lines.append(f"  {'':28}  serving-side check: {h.serving_check}")
         if self.observation:
             o = self.observation
             per = o.get("per_position")
             lines += ["", f"OBSERVED ({o['source']}): tau {o['tau']:.2f} at depth {o['depth']}"
+                      + (f" ({o['depth_note']})" if o.get("depth_note") else "")
                       + (f", per-position {' / '.join(f'{x:.2f}' for x in per)}" if per else "")]
             lines += [f"  engine error: {ln}" for ln in o.get("crash_lines") or []]
-        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"note: {n}" for n in self.notes if not n.startswith("plan: ")]
         return "\n".join(lines)
+
+
+def _score(h: Hypothesis) -> str:
+    return "" if h.distance is None else f"  z {h.distance:5.2f}  w {h.weight:.2f}"
+
+
+def _profile(h: Hypothesis) -> str:
+    p = h.predicted
+    if p is None:
+        return "crash only" if h.kind == "crash-only" else "no prediction"
+    if "tau_range" in p:
+        (lo, hi), (s_lo, s_hi) = p["tau_range"], p["share_of_healthy"]
+        return f"tau {lo:.2f}-{hi:.2f} ({100 * s_lo:.0f}-{100 * s_hi:.0f}% of healthy)"
+    return (f"tau {p['tau']:.2f} ± {p['tau_se']:.2f}, per-position "
+            + " / ".join(f"{x:.2f}" for x in p["per_position"]))

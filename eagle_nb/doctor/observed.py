@@ -5,22 +5,20 @@ Formats (docs/metrics.md): vLLM logs
 `SpecDecoding metrics: Mean acceptance length: 1.05, ..., Per-position acceptance rate: 0.05, ...`
 and exposes `vllm:spec_decode_num_drafts[_total]`, `..._num_draft_tokens`, `..._num_accepted_tokens`,
 `..._num_accepted_tokens_per_pos{position="i"}`; SGLang logs `accept len: 1.05, accept rate: 0.21`
-in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`.
-
-This is a minimal reader behind one entry point, `read_observation`, so a fuller engine-log reader
-can replace it. Unknown lines are counted, never fatal. Crash texts are recognised by crashes.py.
-Knows nothing about models or faults.
+in its decode-batch lines and exposes the gauge `sglang:spec_accept_length`. The lines and samples
+are read by `io.engine_logs` and `io.prometheus` (the readers `engines` uses too); this module
+pools them into one observation behind one entry point, `read_observation`. Unknown or malformed
+lines are counted, never fatal. Crash texts are recognised by crashes.py. An SGLang log's depth
+comes from its two numbers, as `eagle-nb engine log` infers it (loop/sglang_formula.py): 1.05 and
+0.21 fit `accept_len / num_draft_tokens` with 5 draft tokens only, so a chain of k = 4.
+Knows nothing about models.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
 
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
-VLLM_LINE = re.compile(r"SpecDecoding metrics: Mean acceptance length: " + _NUM)
-VLLM_ACCEPTED = re.compile(r"Accepted: (\d+) tokens, Drafted: (\d+) tokens")
-VLLM_PER_POS = re.compile(r"Per-position acceptance rate: ([0-9., ]+?)(?:, Avg|$)")
-SGLANG_LINE = re.compile(r"accept len: " + _NUM + r"(?:, accept rate: " + _NUM + ")?")
+from eagle_nb.io.engine_logs import scan
+from eagle_nb.io.prometheus import read_spec_metrics
 
 
 @dataclass
@@ -34,6 +32,7 @@ class Observation:
     lines: int = 0                          # metric lines pooled
     unparsed: int = 0                       # lines that mention acceptance but did not parse
     tau_se: float = 0.0                     # spread of tau over the pooled lines (standard error)
+    depth_note: str | None = None           # how the depth was inferred, when the log did not state it
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -56,28 +55,18 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
 
 
 def parse_log(text: str) -> Observation:
-    """Pool every vLLM SpecDecoding line (weighted by drafts when the counts are present) or every
-    SGLang accept-len line. Crash lines are attached by the caller (crashes.recognise)."""
+    """Pool every vLLM SpecDecoding line or every SGLang accept-len line. Crash lines are attached
+    (crashes.recognise)."""
     from eagle_nb.doctor.crashes import recognise
-    vllm, sglang, unparsed = [], [], 0
-    for line in text.splitlines():
-        m = VLLM_LINE.search(line)
-        if m:
-            per = VLLM_PER_POS.search(line)
-            counts = VLLM_ACCEPTED.search(line)
-            vllm.append((float(m.group(1)),
-                         [float(x) for x in per.group(1).split(",") if x.strip()] if per else None,
-                         (int(counts.group(1)), int(counts.group(2))) if counts else None))
-            continue
-        m = SGLANG_LINE.search(line)
-        if m:
-            sglang.append(float(m.group(1)))
-        elif "acceptance" in line.lower() or "accept len" in line:
-            unparsed += 1
+    lines = scan(text)
+    vllm = [r for r in lines.rows if r["engine"] == "vllm"]
+    sglang = [r["accept_length"] for r in lines.rows if r["engine"] == "sglang"]
+    rates = [r.get("accept_rate") for r in lines.rows if r["engine"] == "sglang"]
+    unparsed = lines.counts["malformed"] + lines.other_mentions
     crash = [name_line[1] for name_line in recognise(text)]
     if vllm:
-        taus = [t for t, _, _ in vllm]
-        pers = [p for _, p, _ in vllm if p]
+        taus = [r["accept_length"] for r in vllm]
+        pers = [r["per_position"] for r in vllm if r["per_position"]]
         depth = len(pers[0]) if pers else None
         pers = [p for p in pers if len(p) == depth]
         per = [sum(col) / len(col) for col in zip(*pers)] if pers else None
@@ -87,7 +76,9 @@ def parse_log(text: str) -> Observation:
         return Observation("vllm log", tau, depth, per, "vllm", crash, len(vllm), unparsed, se)
     if sglang:
         tau, se = _mean_se(sglang)
-        return Observation("sglang log", tau, None, None, "sglang", crash, len(sglang), unparsed, se)
+        depth, note = sglang_depth(sglang, rates)
+        return Observation("sglang log", tau, depth, None, "sglang", crash, len(sglang), unparsed, se,
+                           note)
     if crash:
         return Observation("log (crash)", float("nan"), None, None, None, crash, 0, unparsed)
     raise ValueError(f"no vLLM 'SpecDecoding metrics' line, SGLang 'accept len' line or known "
@@ -96,30 +87,15 @@ def parse_log(text: str) -> Observation:
 
 def parse_metrics(text: str) -> Observation:
     """Prometheus text exposition from a vLLM or SGLang server."""
-    vals: dict[str, float] = {}
-    per: dict[int, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        m = re.match(r"([a-zA-Z_:]+)(\{[^}]*\})?\s+" + _NUM, line)
-        if not m:
-            continue
-        name, labels, v = m.group(1), m.group(2) or "", float(m.group(3))
-        name = name[:-len("_total")] if name.endswith("_total") else name
-        if name == "vllm:spec_decode_num_accepted_tokens_per_pos":
-            pos = re.search(r'position="(\d+)"', labels)
-            if pos:
-                per[int(pos.group(1))] = per.get(int(pos.group(1)), 0.0) + v
-        else:
-            vals[name] = vals.get(name, 0.0) + v
-    drafts = vals.get("vllm:spec_decode_num_drafts")
+    m = read_spec_metrics(text)
+    drafts = m.totals.get("num_drafts")
     if drafts:
-        acc = vals.get("vllm:spec_decode_num_accepted_tokens", 0.0)
-        rates = [per[i] / drafts for i in sorted(per)] or None
+        acc = m.totals.get("num_accepted_tokens", 0.0)
+        rates = [a / drafts for a in m.accepted_per_pos] or None
         return Observation("metrics url", 1 + acc / drafts, len(rates) if rates else None, rates,
                            "vllm", lines=int(drafts))
-    if "sglang:spec_accept_length" in vals:
-        return Observation("metrics url", vals["sglang:spec_accept_length"], engine="sglang", lines=1)
+    if "spec_accept_length" in m.gauges:
+        return Observation("metrics url", m.gauges["spec_accept_length"], engine="sglang", lines=1)
     raise ValueError("no vllm:spec_decode_* counters (or zero drafts) and no sglang:spec_accept_length "
                      "gauge in the metrics text")
 
@@ -148,3 +124,19 @@ def read_observation(*, log: str | None = None, url: str | None = None, tau: flo
     if tau is not None:
         return from_numbers(tau, per_position, depth)
     return None
+
+
+def sglang_depth(lengths, rates) -> tuple[int | None, str | None]:
+    """(chain depth, how it was inferred) from SGLang's accept len / accept rate pairs: the one
+    formula and draft-token count that explain every line (loop/sglang_formula.py); a chain verifies
+    k + 1 tokens (topk 1). (None, why not) when the rates are missing or do not decide."""
+    from eagle_nb.loop.sglang_formula import FORMULAS, infer_sglang_formula
+    if not rates or any(r is None for r in rates):
+        return None, "the log lines carry no accept rate: give --depth"
+    f = infer_sglang_formula(lengths, rates)
+    n = f.get("num_draft_tokens")
+    if f["formula"] not in FORMULAS or f["explains"] < 1.0 or not n:
+        return None, (f"accept len / accept rate do not decide the draft-token count "
+                      f"({f['formula']}): give --depth")
+    return n - 1, (f"k = {n - 1} inferred from accept len / accept rate: {FORMULAS[f['formula']]} with "
+                   f"{n} draft tokens, a chain (topk 1)")

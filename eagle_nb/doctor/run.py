@@ -5,8 +5,8 @@ Four phases, each adding to one `diagnosis.Diagnosis`:
   2. dynamic: the kit's reference loop measures τ and per-position acceptance of the pair as
      written and under every catalogue fault that applies (faults registry), on the user's prompts;
      plus the fc activation range in half precision;
-  3. probes: faults that leave no static trace are tried the other way round (neighbouring layer-id
-     conventions, the target's embedding); one that clearly *raises* τ is a finding;
+  3. probes: the registry's faults that carry a `probe` are tried the other way round (neighbouring
+     layer-id conventions, the target's embedding); one that clearly *raises* τ is a finding;
   4. the observation (observed.py; crash texts via crashes.py) ranked against the predictions
      (ranking.py), and a verdict: static evidence first, then a recognised engine error, then a
      probe, then the ranking.
@@ -16,70 +16,40 @@ nothing about how the numbers are drawn or rendered.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from eagle_nb.doctor import crashes, ranking, training
 from eagle_nb.doctor.diagnosis import Check, Diagnosis, Hypothesis, Probe, Verdict
-
-HEALTHY = "healthy"
-# Faults whose static evidence, when a check fails, outranks everything else (most severe first).
-SEVERITY = ("vocab-mismatch", "fc-width-mismatch", "draft-num-layers", "layers0-keys-dropped",
-            "lm-head-missing", "d2t-absolute", "d2t-side-file", "d2t-identity", "fc-bypass",
-            "fp16-fc-overflow")
+from eagle_nb.doctor.measure import first_line, measure_profiles
+from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.faults import HEALTHY
 
 
-# -- fault metadata (registry) ---------------------------------------------------------------------
-def catalogue() -> dict:
-    """name -> object with .story, .reference, .fix for every fault the doctor can name (the
-    switchable faults of the registry, then the crash-only ones)."""
-    from eagle_nb.experiment import faults as F
-    out = {f.name: f for f in F.FAULTS}
-    for c in crashes.CRASHES.values():
-        out.setdefault(c.name, c)
-    return out
-
-
-def _info(name: str, cat: dict):
-    f = cat.get(name)
-    if f is None:
-        return "", "", ""
-    return f.story, f.reference, getattr(f, "fix", "")
+def _info(name: str) -> tuple[str, str, str]:
+    """(story, reference, fix) of a registry entry; every name the doctor uses is one."""
+    f = F.entry(name)
+    return f.story, f.reference, f.fix
 
 
 # -- phase 2: measure ------------------------------------------------------------------------------
-def _run(pair, prompts, faults=(), **kw):
-    from eagle_nb.experiment.setting import Setting
-    return pair.run(prompts, Setting(faults=tuple(faults), **kw), progress=False)
-
-
 def measure(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature: float = 0.0,
             faults=None, progress: bool = True) -> tuple[dict, dict]:
     """({name: Profile} for 'healthy' and every fault that applies, {name: why it was skipped})."""
-    from tqdm.auto import tqdm
-
-    from eagle_nb.experiment import faults as F
     names = [f.name for f in F.FAULTS] if faults is None else list(faults)
-    profiles, skipped = {}, {}
-    kw = dict(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature)
-    for name in tqdm([HEALTHY, *names], desc=f"doctor: measuring faults (k={depth}, T={temperature})",
-                     disable=not progress, leave=False):
-        try:
-            with pair.one_pass.depths_up_to(depth):      # one depth: no deeper drafter steps
-                res = _run(pair, prompts, () if name == HEALTHY else (name,), **kw)
-        except Exception as e:      # noqa: BLE001 - one broken fault must not stop the diagnosis
-            if name == HEALTHY:
-                raise
-            skipped[name] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            continue
-        profiles[name] = ranking.profile_from_stats(res.stats)
-    return profiles, skipped
+    with pair.one_pass.depths_up_to(depth):      # one depth: no deeper drafter steps
+        by_t, errors = measure_profiles(pair, prompts, names, depth=depth, temperatures=(temperature,),
+                                        max_new_tokens=max_new_tokens, progress=progress,
+                                        desc=f"doctor: measuring faults (k={depth}, T={temperature})")
+    profiles = {n: p[temperature] for n, p in by_t.items() if n not in errors}
+    return profiles, {n: f"{type(e).__name__}: {first_line(e, 200)}" for n, e in errors.items()}
 
 
 def fc_range_check(pair, prompts) -> Check:
     """Max |activation| entering and leaving fc on the prompts, against the fp16 range."""
     import torch
 
-    from eagle_nb.doctor.static_checks import FP16_MAX
+    from eagle_nb.doctor.checks_drafter import FP16_MAX
     from eagle_nb.model.capture import capture
     d = pair.drafter
     xin = xout = 0.0
@@ -102,45 +72,41 @@ def fc_range_check(pair, prompts) -> Check:
 
 # -- phase 3: probes -------------------------------------------------------------------------------
 PROBE_Z, PROBE_MIN_GAIN = 3.0, 0.1     # "clearly higher": paired gain > 3 SE and > 0.1
-PROBES = {  # fault switched on as a probe -> (what it means when it raises tau, the fault it reveals)
-    "layer-ids+1": ("your ids look off by one (one boundary too early)", "layer-ids-1"),
-    "layer-ids-1": ("your ids look off by one (one boundary too late)", "layer-ids+1"),
-    "layer-ids-heuristic": ("the EAGLE default ids fit better than the config's", "layer-ids-heuristic"),
-    "embed-target-forced": ("the target's embedding fits better than the drafter's own", "embed-random"),
-}
 
 
 def probes(profiles: dict, pair) -> list[Probe]:
+    """Each switch whose entry has a `probe`, measured: does switching it on clearly raise tau?"""
     base = profiles.get(HEALTHY)
     out = []
-    for name, (finding, _) in PROBES.items():
-        p = profiles.get(name)
-        if base is None or p is None:
+    for f in F.FAULTS:
+        p = profiles.get(f.name)
+        if f.probe is None or base is None or p is None:
             continue
         gain, se = ranking.paired_gain(p, base)
         better = gain > max(PROBE_Z * se, PROBE_MIN_GAIN)
         ids = ""
-        if name.startswith("layer-ids"):
-            from eagle_nb.experiment import faults as F
-            w = F.apply(F.Wiring(pair.target, pair.drafter, tuple(pair.layer_ids)), (name,), pair.builds)
+        if "layer_ids" in f.changes:
+            w = F.apply(F.Wiring(pair.target, pair.drafter, tuple(pair.layer_ids)), (f.name,), pair.builds)
             ids = f" {list(w.layer_ids)} vs written {list(pair.layer_ids)}:"
-        msg = (f"{finding}:{ids} accepts tau {p.tau:.2f} vs {base.tau:.2f} (gain {gain:+.2f} ± "
+        msg = (f"{f.probe.finding}:{ids} accepts tau {p.tau:.2f} vs {base.tau:.2f} (gain {gain:+.2f} ± "
                f"{se:.2f} per prompt)" if better else
-               f"{name}:{ids} tau {p.tau:.2f} vs {base.tau:.2f} as written (gain {gain:+.2f} ± "
+               f"{f.name}:{ids} tau {p.tau:.2f} vs {base.tau:.2f} as written (gain {gain:+.2f} ± "
                f"{se:.2f}: not clearly better)")
-        out.append(Probe(name, p.tau, base.tau, better, msg))
+        out.append(Probe(f.name, p.tau, base.tau, better, msg))
     return out
 
 
 # -- phase 4: verdict ------------------------------------------------------------------------------
 def ruled_out(name: str, checks) -> str | None:
-    """The passing check that shows the files cannot have fault `name` (static_checks.RULED_OUT_BY_PASS)."""
-    from eagle_nb.doctor.static_checks import RULED_OUT_BY_PASS
-    cid = RULED_OUT_BY_PASS.get(name)
-    return cid if cid and any(c.id == cid and c.status == "pass" for c in checks) else None
+    """The passing check that shows the files cannot have fault `name` (its entry's
+    `static.rules_out`), or None."""
+    if name == HEALTHY or not F.entry(name).static.rules_out:
+        return None
+    cid = F.entry(name).static.check
+    return cid if any(c.id == cid and c.status == "pass" for c in checks) else None
 
 
-def _hypotheses(profiles, ranked, checks, cat, crash_names) -> list[Hypothesis]:
+def _hypotheses(profiles, ranked, checks, crash_names) -> list[Hypothesis]:
     evidence: dict[str, list[str]] = {}
     for c in checks:
         for f in c.faults:
@@ -149,26 +115,29 @@ def _hypotheses(profiles, ranked, checks, cat, crash_names) -> list[Hypothesis]:
     score = {n: (d, w) for n, d, w in ranked}
     out = []
     for name in order:
-        story, ref, fix = _info(name, cat) if name != HEALTHY else (
+        story, ref, fix = _info(name) if name != HEALTHY else (
             "the pair as written, wired as the engines should wire it", "", "")
         d, w = score.get(name, (None, None))
         out.append(Hypothesis(name, story, ref, fix, profiles[name].as_dict(), d, w,
-                              evidence.get(name, []), ruled_out(name, checks)))
+                              evidence.get(name, []), ruled_out(name, checks), "measured"))
     for name in list(crash_names) + [f for f in evidence if f not in profiles and f not in crash_names]:
-        story, ref, fix = _info(name, cat)
-        out.append(Hypothesis(name, story, ref, fix, None, None, None, evidence.get(name, [])))
+        story, ref, fix = _info(name)
+        kind = "crash-only" if name in F.BY_NAME and F.BY_NAME[name].kind == "crash" else "not measured"
+        out.append(Hypothesis(name, story, ref, fix, None, None, None, evidence.get(name, []), kind=kind))
     return out
 
 
-def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
+def verdict(checks, obs, ranked, probe_list, profiles) -> Verdict:
+    """A recognised engine crash first; then a failing check (its most severe fault, by the
+    registry's `severity`); then a probe that clearly raises tau; then the ranking."""
     fails = [c for c in checks if c.status == "fail"]
     if obs is not None and obs.crash_lines:
         name = crashes.recognise("\n".join(obs.crash_lines))[0][0]
-        story, _, fix = _info(name, cat)
+        story, _, fix = _info(name)
         return Verdict(name, f"the engine log shows a known crash: {story}", fix, "high", "log")
     if fails:
         faults = [f for c in fails for f in c.faults]
-        faults.sort(key=lambda f: SEVERITY.index(f) if f in SEVERITY else len(SEVERITY))
+        faults.sort(key=F.severity_key)
         c = next((c for c in fails if faults and faults[0] in c.faults), fails[0])
         name = faults[0] if faults else "undetermined"
         summary = f"the checkpoint itself is broken ({c.id}): {c.evidence}"
@@ -179,8 +148,8 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
     better = [p for p in probe_list if p.better]
     if better:
         best = max(better, key=lambda p: p.tau)
-        cause = PROBES[best.name][1]
-        story, _, fix = _info(cause, cat)
+        cause = F.entry(best.name).probe.reveals
+        story, _, fix = _info(cause)
         return Verdict(cause, f"{best.message}: {story}", fix, "medium", "probe")
     if obs is None or not ranked:
         base = profiles.get(HEALTHY)
@@ -201,14 +170,13 @@ def _verdict(checks, obs, ranked, probe_list, profiles, cat) -> Verdict:
         return Verdict(HEALTHY, f"consistent with a healthy pair: observed tau {obs.tau:.2f}, the "
                        f"reference loop predicts {pred.tau:.2f} (z {dist:.1f})", "", conf,
                        "observation", also)
-    story, _, fix = _info(name, cat)
+    story, _, fix = _info(name)
     tail = f"; equally consistent: {', '.join(also)}" if also else ""
     near = [n for n in out if n in profiles and abs(profiles[n].tau - obs.tau) < abs(pred.tau - obs.tau) + 0.1]
     tail += f" (ruled out by passing checks: {', '.join(near)})" if near else ""
     if HEALTHY in profiles:
         tail += f"; wired correctly this pair reaches tau {profiles[HEALTHY].tau:.2f}"
-    from eagle_nb.doctor.static_checks import SEES
-    seer = (SEES.get(name) or "").split(" ")[0].rstrip(",")
+    seer = F.entry(name).static.check
     if seer and any(c.id == seer and c.status == "pass" for c in checks):
         fix = (f"{fix} -- your files pass the '{seer}' check, so look at the converter or engine "
                f"that reads them").lstrip(" -")
@@ -230,16 +198,19 @@ def workload(temperature: float, n_prompts: int | None, max_new_tokens: int | No
 def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int | None = None,
            max_new_tokens: int | None = None, temperature: float = 0.0, observed_log=None,
            observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
-           faults=None, pair=None, progress: bool = True, train_log=None,
-           train_acc=None) -> Diagnosis:
+           faults=None, pair=None, progress: bool = True, features=None,
+           trust_remote_code: bool = False, train_log=None, train_acc=None) -> Diagnosis:
     """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
     target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
     file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
-    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache).
+    the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache). A target
+    that cannot run here (preflight.py) is never loaded: an observation is then ranked against the
+    catalogue's fault signatures, relative to a healthy tau replayed from `features` if given.
     `n_prompts` / `max_new_tokens` default to `WORKLOAD` (all shipped prompts x 64 at T = 0).
     `train_log` (a SpecForge / SafeAILab EAGLE / speculators log) or `train_acc` (per-step
     accuracies, e.g. "0.8,0.6") adds the check that the files reproduce training's accuracy."""
     from eagle_nb.doctor.observed import read_observation
+    from eagle_nb.doctor.preflight import plan, preflight
     from eagle_nb.doctor.static_checks import run_static
     from eagle_nb.io.paths import SHIPPED_TARGET
     from eagle_nb.io.weight_files import CheckpointError
@@ -251,11 +222,15 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     n_prompts, max_new_tokens = workload(temperature, n_prompts, max_new_tokens)
     inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
-    notes: list[str] = []
-    cat = catalogue()
+    pre = None if pair is not None else preflight(target_path, trust_remote_code=trust_remote_code)
+    notes = plan(pre, dynamic=dynamic, features=features, depth=k,
+                 observed=obs and f"{obs.source}: tau {obs.tau:.2f} at k = {k}")
+    if progress:
+        print("\n".join(notes), file=sys.stderr, flush=True)
+    cat = F.BY_NAME                  # every fault the doctor can name: story, reference, fix
     # 1. static
     try:
-        checks, rep, _, _ = run_static(drafter, target_path)
+        checks, rep, state, _ = run_static(drafter, target_path)
     except CheckpointError as e:
         c = Check("checkpoint", "fail", "checkpoint readable", str(e), [], "fix the file named above")
         return Diagnosis(Verdict("undetermined", f"the drafter cannot be read: {e}", c.fix, "high",
@@ -264,7 +239,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     profiles, ranked, probe_list = {}, [], []
     if dynamic and not rep.ok:
         notes.append("dynamic part skipped: the checkpoint does not load strictly (see failed checks)")
-    elif dynamic:
+    elif dynamic and (pre is None or pre.can_run):
         from eagle_nb.experiment.pair import Pair, shipped_prompts
         from eagle_nb.io.prompts import read_prompts
         if prompts is None:
@@ -275,7 +250,8 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
             plist = list(prompts)[:n_prompts]
         inputs["prompts"] = len(plist)
         fmt_spec = rep.format == "speculators"
-        pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None)
+        pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None,
+                            trust_remote_code=trust_remote_code)
         checks.append(fc_range_check(pair, plist))
         profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
         how = "one pass (exact greedy chain acceptance)" if temperature == 0 else "the live loop"
@@ -284,6 +260,12 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         probe_list = probes(profiles, pair)
         if train is not None:
             checks.append(training.train_accuracy(pair, plist, train, k, max_new_tokens, checks))
+    if not profiles and obs is not None and obs.tau == obs.tau and not obs.crash_lines and rep.ok \
+            and not any(c.status == "fail" for c in checks):      # 2'. the catalogue's signatures
+        from eagle_nb.doctor.signatures import offline
+        v, hyps, more = offline(drafter, target_path, checks, rep, state, obs, k, cat, pre,
+                                features, max_new_tokens)
+        return Diagnosis(v, checks, hyps, [], obs.as_dict(), inputs, notes + more)
     # 4. rank
     if obs is not None and obs.depth is not None and obs.depth != k:
         notes.append(f"observation depth {obs.depth} != --depth {k}: predictions use depth {k}")
@@ -294,7 +276,7 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
         # points at, then the rest
         seen = {f for c in checks if c.status != "pass" for f in c.faults}
         ranked.sort(key=lambda r: (round(r[1], 9), r[0] != HEALTHY, r[0] not in seen))
-    verdict = _verdict(checks, obs, ranked, probe_list, profiles, cat)
+    v = verdict(checks, obs, ranked, probe_list, profiles)
     crash_names = [n for n, _ in crashes.recognise("\n".join(obs.crash_lines))] if obs else []
-    hyps = _hypotheses(profiles, ranked, checks, cat, dict.fromkeys(crash_names))
-    return Diagnosis(verdict, checks, hyps, probe_list, obs.as_dict() if obs else None, inputs, notes)
+    hyps = _hypotheses(profiles, ranked, checks, dict.fromkeys(crash_names))
+    return Diagnosis(v, checks, hyps, probe_list, obs.as_dict() if obs else None, inputs, notes)

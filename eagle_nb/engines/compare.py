@@ -27,8 +27,8 @@ from eagle_nb.loop.metrics import (
     vllm_log_line,
 )
 
-# Measured on the shipped pair, greedy, 16 prompts x 64 tokens, k = 4, vLLM 0.32 CPU (README
-# "Engine in the loop"): |delta tau| and the largest per-position gap, with headroom.
+# Measured on the shipped pair, greedy, 16 prompts x 64 tokens, k = 4, vLLM 0.32 CPU (docs/engines.md):
+# |delta tau| and the largest per-position gap, with headroom.
 GREEDY_TAU_TOL = 0.10
 GREEDY_POS_TOL = 0.04
 CONCURRENCY_WARNING = ("the engine's counters are server-wide: any other traffic on this server "

@@ -10,14 +10,10 @@ last log interval, which cannot be differenced. Knows HTTP and the metric names;
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 from eagle_nb.engines.server import EngineError, http_get, http_post_json
-
-VLLM_PREFIX = "vllm:spec_decode_"
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+from eagle_nb.io.prometheus import read_spec_metrics
 
 
 @dataclass
@@ -52,40 +48,15 @@ class Counters:
 
 
 def parse_metrics(text: str) -> Counters:
-    """Prometheus text -> Counters. Samples are summed over labels other than `position` (several
-    engines or models behind one server add up)."""
-    vals: dict[str, float] = {}
-    per_pos: dict[int, float] = {}
-    sg: dict[str, float] = {}
-    gen = 0.0
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        name, labels, value = m.group(1), dict(_LABEL.findall(m.group(2) or "")), m.group(3)
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        if name.startswith(VLLM_PREFIX) and name.endswith("_total"):
-            base = name[len(VLLM_PREFIX):-len("_total")]
-            if base == "num_accepted_tokens_per_pos":
-                i = int(labels.get("position", -1))
-                per_pos[i] = per_pos.get(i, 0.0) + v
-            else:
-                vals[base] = vals.get(base, 0.0) + v
-        elif name == "vllm:generation_tokens_total":
-            gen += v
-        elif name.startswith("sglang:spec_"):
-            sg[name[len("sglang:"):]] = v
-    if vals or per_pos:
-        k = max(per_pos) + 1 if per_pos else 0
-        return Counters("vllm", vals.get("num_drafts", 0.0), vals.get("num_draft_tokens", 0.0),
-                        vals.get("num_accepted_tokens", 0.0), [per_pos.get(i, 0.0) for i in range(k)],
-                        generation_tokens=gen)
-    return Counters("sglang" if sg else "none", gauges=sg)
+    """Prometheus text -> Counters (read by `io.prometheus`, the one `/metrics` reader). Samples
+    are summed over labels other than `position` (several engines or models behind one server add up)."""
+    m = read_spec_metrics(text)
+    if m.engine == "vllm":
+        t = m.totals
+        return Counters("vllm", t.get("num_drafts", 0.0), t.get("num_draft_tokens", 0.0),
+                        t.get("num_accepted_tokens", 0.0), list(m.accepted_per_pos),
+                        generation_tokens=m.generation_tokens)
+    return Counters(m.engine, gauges=m.gauges)
 
 
 def scrape(url: str, timeout: float = 10.0) -> Counters:

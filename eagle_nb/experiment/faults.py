@@ -1,412 +1,279 @@
-"""Named faults from real EAGLE-3 debugging stories, switched on deliberately (never by default).
+"""The fault registry: every known EAGLE-3 fault from real debugging stories, one `Fault` entry
+each (fault_entry.py), switched on deliberately (never by default).
 
-A fault is one `Fault` entry in `FAULTS`: its name, the story, a public reference, what it
-changes, and `apply`, a pure function `Wiring -> Wiring`. `Wiring` is everything the speculation
-loop is given: which target object, which drafter object, the captured layer ids, which features
-the target hands over (aux | final-hidden), the fc policy, the d2t table in use and how prompts
-are wrapped. The healthy wiring comes from the pair; faults transform it in registry order;
-`speculate.generate` receives its fields as explicit arguments. No module is mutated: a drafter
-fault hands over a `_variant`, a shallow copy sharing every weight with its own submodule table.
-The catalogue (catalogue.py) measures every entry; the doctor (doctor.py) ranks them.
+An entry carries every fact about its fault and every consumer reads it from here: story, public
+reference and fix; how it is switched (`apply`, a pure `Wiring -> Wiring` from fault_fns.py) and
+the `Wiring` fields that changes; which static check of the doctor sees it and whether a pass rules
+it out; its severity; its doctor probe; how a broken checkpoint is written for an engine; a crash's
+error text and log pattern; whether notebook 03's panel shows, toggles or shifts to it. Colour: the
+views palette, by registry position. `FAULTS` are the switchable entries in application order; no
+module is mutated (a drafter fault hands over `drafter.variant(...)`).
 
-Costly objects a fault needs (the multimodal wrapper, the engine-style non-strict drafter) come
-from `Builds`, which builds each once per pair and hands the same object back afterwards.
-
-How to add a fault (this module only):
-  1. write `def _my_fault(w: Wiring, b: Builds) -> Wiring` that returns `w.but(...)` with the
-     fields it changes, plus `note=` text for anything the run should report; if it needs a costly
-     object, get it with `b.get("my-object", lambda: build_it(b.target, b.drafter))` (memoised);
-  2. add `Fault("my-fault", story, reference, changes, _my_fault, fix=...)` to `FAULTS` (raise
-     `NotApplicable` from `_my_fault` on a pair that cannot have it), at the place in
-     the list where it must be applied (loader faults replace the drafter first, then what the
-     target hands over, then layer ids);
-  3. run `tests/test_faults.py`: every registered fault is applied there to the shipped pair by
-     name, and must change only the `Wiring` fields its `changes` string lists (comma-separated).
-A fault that needs something the loop is not yet given (a field not in `Wiring`) also needs that
-field here and an argument in `speculate.generate`.
-
-Knows the drafter and capture APIs and the checkpoint loaders; runs no model itself.
+How to add a fault (docs/architecture-faults.md has a worked example):
+  1. write its transformation in fault_fns.py, `def my_fault(w: Wiring, b: Builds) -> Wiring`,
+     returning `w.but(...)` with the fields it changes (`note=` for what the run should report);
+     get a costly object with `b.get("my-object", lambda: build_it(b.target, b.drafter))`; raise
+     `NotApplicable` on a pair that cannot have it;
+  2. add `Fault("my-fault", SWITCH, story, reference, fix, static, apply=my_fault, changes=...)` to
+     `REGISTRY` where it must be applied (loader faults first, then what the target hands over,
+     then layer ids); `static` is `Static(("check-id",), "what it sees")` or `NO_STATIC_TRACE`;
+     add `severity=`, `probe=`, `checkpoint=` (checkpoints/broken.py), `panel=`/`toggle=` if any;
+  3. run tests/experiment/test_faults.py: every entry is applied to the shipped pair and may change
+     only the fields its `changes` lists (a fault needing a new field adds it to `Wiring`,
+     wiring.py, and an argument to `loop.chain.generate`).
 """
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field, replace
-from typing import Callable
-
-import torch
-from torch import nn
-
-from eagle_nb.loop.chain import FEATURES_AUX, FEATURES_FINAL
-from eagle_nb.model.decoder import engine_style_layers
-from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, FC_STRICT
-
-
-@dataclass(frozen=True)
-class Wiring:
-    """What the speculation loop is given. Frozen: a fault returns a new one (`but`)."""
-    target: object
-    drafter: object
-    layer_ids: tuple[int, ...]        # HF hidden_states ids captured from the target
-    features: str = FEATURES_AUX      # what the target hands over: aux | final-hidden
-    fc_policy: str = FC_STRICT        # strict, or the engines' width check
-    d2t: torch.Tensor | None = None   # the d2t in use; None = the drafter's own
-    prompt_format: str = "{prompt}"   # how a prompt is wrapped before tokenising (serving template)
-    notes: tuple[str, ...] = ()
-
-    def but(self, note: str | None = None, **changes) -> "Wiring":
-        notes = self.notes + ((note,) if note else ())
-        return replace(self, notes=notes, **changes)
-
-    def d2t_in_use(self) -> torch.Tensor:
-        return self.drafter.d2t if self.d2t is None else self.d2t
-
-    def describe(self) -> dict:
-        """The plain-data part (what a RunResult records)."""
-        return {"layer_ids_hf": list(self.layer_ids), "feature_mode": self.features,
-                "fc_policy": self.fc_policy,
-                "d2t": "drafter's own" if self.d2t is None else "replaced by a fault",
-                "prompt_format": self.prompt_format}
-
-
-class Builds:
-    """Costly objects faults need, built once per pair on first use and reused."""
-
-    def __init__(self, target, drafter, speculators_path=None):
-        self.target, self.drafter, self.speculators_path = target, drafter, speculators_path
-        self._made: dict = {}
-
-    def get(self, name: str, build: Callable[[], object]):
-        if name not in self._made:
-            self._made[name] = build()
-        return self._made[name]
-
-
-@dataclass(frozen=True)
-class Fault:
-    name: str
-    story: str                 # what goes wrong, as a user meets it
-    reference: str             # where it is documented publicly
-    changes: str               # which Wiring fields it changes
-    apply: Callable[[Wiring, Builds], Wiring] = field(repr=False)
-    fix: str = ""              # what the user changes to get rid of it
-
-
-# -- the transformations ---------------------------------------------------------------------------
-def _engine_drafter(w: Wiring, b: Builds) -> Wiring:
-    if b.speculators_path is None:
-        raise ValueError("layers0-keys-dropped needs a speculators-format checkpoint path")
-
-    def build():
-        from eagle_nb.checkpoints.load import load_drafter_engine_style
-        d, info = load_drafter_engine_style(b.speculators_path, b.target)
-        return d.to(b.drafter.fc.weight.device, b.drafter.fc.weight.dtype), info
-
-    d, info = b.get("engine-style-drafter", build)
-    return w.but(drafter=d, d2t=None,
-                 note=f"engine-style load dropped {len(info['dropped'])} keys and left "
-                      f"{len(info['left_random'])} parameters at random init")
-
-
-def _d2t_absolute(w: Wiring, b: Builds) -> Wiring:
-    d2t = w.d2t_in_use()
-    return w.but(d2t=d2t - torch.arange(d2t.numel(), device=d2t.device))
-
-
-def _final_hidden(w: Wiring, b: Builds) -> Wiring:
-    return w.but(features=FEATURES_FINAL, fc_policy=FC_ENGINE_WIDTH_CHECK)
-
-
-def _wrapper(w: Wiring, b: Builds) -> Wiring:
-    from eagle_nb.model.targets import make_wrapper
-    wrapped = b.get("wrapper", lambda: make_wrapper(b.target))
-    w = w.but(target=wrapped)
-    if engine_style_layers(wrapped) is None:        # what the engine's capture code sees
-        w = _final_hidden(w, b).but(
-            note=f"engine-style capture found no `model.layers` on {type(wrapped).__name__}: "
-                 "final hidden state handed over")
-    return w
-
-
-def _shift(by: int):
-    def apply(w: Wiring, b: Builds) -> Wiring:
-        return w.but(layer_ids=tuple(i + by for i in w.layer_ids))
-    return apply
-
-
-class NotApplicable(ValueError):
-    """The fault cannot happen on this pair (e.g. a flag it drops is not set)."""
-
-
-def _variant(module: nn.Module, **attrs) -> nn.Module:
-    """A shallow copy sharing every weight, with its own module/parameter/buffer tables, so
-    replacing a submodule, buffer or the config on it leaves the original untouched."""
-    v = copy.copy(module)
-    v._modules, v._parameters, v._buffers = dict(module._modules), dict(module._parameters), \
-        dict(module._buffers)
-    v.__dict__.pop("_rope_tab", None)
-    v.__dict__.pop("_fused", None)
-    for k, val in attrs.items():
-        setattr(v, k, val)
-    return v
-
-
-def _with_config(d, note: str | None = None, **changes):
-    from dataclasses import replace as dc_replace
-
-    from eagle_nb.model.drafter import rope_inv_freq
-    cfg = dc_replace(d.config, **changes)
-    v = _variant(d, config=cfg)
-    if "rope_theta" in changes or "rope_scaling" in changes:
-        v._buffers["inv_freq"] = rope_inv_freq(cfg).to(d.inv_freq.device)
-    return v
-
-
-def _d2t_identity(w: Wiring, b: Builds) -> Wiring:
-    return w.but(d2t=torch.zeros_like(w.d2t_in_use()))
-
-
-def _heuristic_ids(w: Wiring, b: Builds) -> Wiring:
-    from eagle_nb.model.decoder import num_decoder_layers
-    from eagle_nb.model.layers import eagle3_layers
-    ids = tuple(eagle3_layers(num_decoder_layers(b.target)))
-    if ids == tuple(w.layer_ids):
-        raise NotApplicable(f"the drafter's ids {list(w.layer_ids)} already are the heuristic's")
-    return w.but(layer_ids=ids)
-
-
-def _seeded(build, seed: int = 0):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build()
-
-
-def _embed_random(w: Wiring, b: Builds) -> Wiring:
-    d = w.drafter
-
-    def build():
-        e = d.embed_tokens.weight
-        std = float(e.detach().float().std())
-        emb = nn.Embedding(*e.shape).to(e.device, e.dtype)
-        nn.init.normal_(emb.weight, std=std)            # same scale, no relation to the target
-        return _variant(d, embed_tokens=emb)
-    return w.but(drafter=b.get(("embed-random", id(d)), lambda: _seeded(build)))
-
-
-def _embed_target(w: Wiring, b: Builds) -> Wiring:
-    d = w.drafter
-    t = b.target.get_input_embeddings().weight.detach().to(d.embed_tokens.weight.dtype)
-    own = d.embed_tokens.weight
-    if t.shape == own.shape and torch.allclose(t, own, rtol=1e-2, atol=1e-3):
-        raise NotApplicable("the drafter's embed_tokens already is the target's")
-    emb = nn.Embedding.from_pretrained(t, freeze=True)
-    return w.but(drafter=b.get(("embed-target", id(d)), lambda: _variant(d, embed_tokens=emb)))
-
-
-def _lm_head_random(w: Wiring, b: Builds) -> Wiring:
-    d = w.drafter
-
-    def build():
-        head = nn.Linear(d.lm_head.in_features, d.lm_head.out_features, bias=False)
-        return _variant(d, lm_head=head.to(d.lm_head.weight.device, d.lm_head.weight.dtype))
-    return w.but(drafter=b.get(("lm-head-random", id(d)), lambda: _seeded(build)))
-
-
-def _flag(flag: str, value: bool):
-    def apply(w: Wiring, b: Builds) -> Wiring:
-        from eagle_nb.model.drafter import RMSNorm
-        d = w.drafter
-        if getattr(d.config, flag) == value:
-            raise NotApplicable(f"{flag} is already {value} in this drafter's config")
-        v = _with_config(d, **{flag: value})
-        if flag == "norm_before_fc" and value:        # an engine applying a norm never trained
-            p = d.fc.weight
-            v.input_norm = RMSNorm(d.config.fc_in_features, d.config.rms_norm_eps).to(p.device, p.dtype)
-        if flag == "norm_before_residual":
-            v.midlayer = _variant(d.midlayer, norm_before_residual=value)
-        return w.but(drafter=v)
-    return apply
-
-
-class _NoResidualLayer(nn.Module):
-    """The decoder layer with its input residual missing from the output (an output norm that
-    returns `hidden` instead of `hidden + residual`)."""
-
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, e, g, *args, **kwargs):
-        residual = self.layer.hidden_norm(g) if self.layer.norm_before_residual else g
-        return self.layer(e, g, *args, **kwargs) - residual
-
-
-def _residual_bug(w: Wiring, b: Builds) -> Wiring:
-    d = w.drafter
-    return w.but(drafter=_variant(d, midlayer=_NoResidualLayer(d.midlayer)))
-
-
-def _rope_wrong(w: Wiring, b: Builds) -> Wiring:
-    d = w.drafter
-    theta = 500000.0 if d.config.rope_theta != 500000.0 else 10000.0   # a Llama-3 target's value
-    return w.but(drafter=_with_config(d, rope_theta=theta),
-                 note=f"draft rope_theta {d.config.rope_theta:g} replaced by {theta:g}")
-
-
-class _HalfLinear(nn.Module):
-    """fc computed in float16 (inputs and weight cast), as an fp16 engine does: |x| > 65504
-    becomes inf."""
-
-    def __init__(self, fc: nn.Linear):
-        super().__init__()
-        self.inner = fc
-
-    @property
-    def weight(self):
-        return self.inner.weight
-
-    def forward(self, x):
-        return nn.functional.linear(x.half(), self.inner.weight.half()).to(x.dtype)
-
-
-def _fp16_fc(w: Wiring, b: Builds) -> Wiring:
-    d = w.drafter
-    return w.but(drafter=_variant(d, fc=_HalfLinear(d.fc)))
-
-
-# A chat template the drafter never saw in training (its training data were raw text).
-CHAT_TEMPLATE = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
-
-
-def _chat_template(w: Wiring, b: Builds) -> Wiring:
-    return w.but(prompt_format=CHAT_TEMPLATE)
-
-
-# -- the registry, in application order ------------------------------------------------------------
-FAULTS: tuple[Fault, ...] = (
-    Fault("layers0-keys-dropped",
+from contextlib import contextmanager
+
+from eagle_nb.checkpoints.broken import d2t_as_absolute, random_embedding, shift_aux_ids
+from eagle_nb.experiment import fault_fns as fn
+from eagle_nb.experiment.fault_entry import (CRASH, NO_STATIC_TRACE, STATIC, SWITCH, Crash, Fault,
+                                             Probe, Static)
+from eagle_nb.experiment.wiring import Builds, NotApplicable, Wiring  # noqa: F401 - re-exported
+
+HEALTHY = "healthy"
+FLAGS_WARN = "warn: flag set, not honoured everywhere"
+AUX_WARN = "warn, when the engines' conventions disagree"
+LAYER_FIX = "write the ids in the convention the engine reads (docs/layers.md)"
+
+REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- and static-only
+    Fault("layers0-keys-dropped", SWITCH,
           "a speculators checkpoint (`layers.0.*`) loaded by a `midlayer.*` engine-style "
           "non-strict loader (SGLang <= 0.5.11; 0.5.12+ loads `layers.0.*`): the decoder layer "
-          "stays random",
-          "docs/formats.md (format C keys; how the engines load them)",
-          "drafter, d2t",
-          _engine_drafter, fix="load with a strict key map (`eagle-nb convert`): `layers.0.*` "
-          "<-> `midlayer.*`"),
-    Fault("embed-random",
+          "stays random", "docs/formats.md (format C keys; how the engines load them)",
+          "load with a strict key map (`eagle-nb convert`): `layers.0.*` <-> `midlayer.*`",
+          Static(("keys",), "fail: `layers.0.*` under a `midlayer.*` config"),
+          apply=fn.engine_drafter, changes="drafter, d2t", severity=40, panel=True, toggle=True),
+    Fault("embed-random", SWITCH,
           "the exported checkpoint carries a random (untrained) embed_tokens; vLLM uses it, "
-          "SGLang replaces it with the target's",
-          "docs/faults.md (lightseekorg/TorchSpec #38)", "drafter", _embed_random,
-          fix="drop embed_tokens from the checkpoint (engines then take the target's)"),
-    Fault("embed-target-forced",
+          "SGLang replaces it with the target's", "docs/faults.md (lightseekorg/TorchSpec #38)",
+          "drop embed_tokens from the checkpoint (engines then take the target's)",
+          Static(("embed-tokens",), "warn: own embedding unrelated to the target's", rules_out=True),
+          apply=fn.embed_random, changes="drafter", checkpoint=random_embedding),
+    Fault("embed-target-forced", SWITCH,
           "the engine overwrites the drafter's own trained embed_tokens with the target's",
-          "docs/faults.md (vllm PR #27732/#27737 -> #28549)", "drafter", _embed_target,
-          fix="use an engine that shares the target embedding only when the draft has none "
-              "(vLLM >= PR #28549)"),
-    Fault("lm-head-missing",
+          "docs/faults.md (vllm PR #27732/#27737 -> #28549)",
+          "use an engine that shares the target embedding only when the draft has none "
+          "(vLLM >= PR #28549)",
+          Static(("embed-tokens",), "warn: the drafter has its own embedding"),
+          apply=fn.embed_target, changes="drafter",
+          probe=Probe("the target's embedding fits better than the drafter's own", "embed-random")),
+    Fault("lm-head-missing", SWITCH,
           "the checkpoint has no lm_head; the engine leaves it at random init without a message",
-          "docs/faults.md (sglang PR #27908, #27829)", "drafter", _lm_head_random,
-          fix="ship the trained lm_head (or the target head's rows selected by t2d)"),
-    Fault("norm-before-fc-dropped",
+          "docs/faults.md (sglang PR #27908, #27829)",
+          "ship the trained lm_head (or the target head's rows selected by t2d)",
+          Static(("lm-head", "keys"), "fail", rules_out=True),
+          apply=fn.lm_head_random, changes="drafter", severity=50),
+    Fault("norm-before-fc-dropped", SWITCH,
           "the config's norm_before_fc is not propagated, so the input RMSNorm before fc is skipped",
-          "docs/faults.md (vllm PR #38111)", "drafter", _flag("norm_before_fc", False),
-          fix="serve with an engine that honours norm_before_fc (vLLM >= PR #38111)"),
-    Fault("norm-before-fc-forced",
+          "docs/faults.md (vllm PR #38111)",
+          "serve with an engine that honours norm_before_fc (vLLM >= PR #38111)",
+          Static(("config-flags",), FLAGS_WARN),
+          apply=fn.flag("norm_before_fc", False), changes="drafter"),
+    Fault("norm-before-fc-forced", SWITCH,
           "an RMSNorm the drafter was never trained with is applied before fc (flag set by a "
           "converter that OR-s variant flags)",
-          "docs/drafter.md (speculators converter OR-s norm_before_fc)", "drafter",
-          _flag("norm_before_fc", True), fix="set norm_before_fc to what the trainer used"),
-    Fault("norm-output-dropped",
+          "docs/drafter.md (speculators converter OR-s norm_before_fc)",
+          "set norm_before_fc to what the trainer used", NO_STATIC_TRACE,
+          apply=fn.flag("norm_before_fc", True), changes="drafter"),
+    Fault("norm-output-dropped", SWITCH,
           "the drafter was trained to feed the post-norm state back (norm_output) but the engine "
-          "feeds the pre-norm state",
-          "docs/faults.md (speculators PR #610 -> vllm PR #46488)", "drafter",
-          _flag("norm_output", False), fix="serve with an engine that honours norm_output"),
-    Fault("norm-output-forced",
+          "feeds the pre-norm state", "docs/faults.md (speculators PR #610 -> vllm PR #46488)",
+          "serve with an engine that honours norm_output", Static(("config-flags",), FLAGS_WARN),
+          apply=fn.flag("norm_output", False), changes="drafter"),
+    Fault("norm-output-forced", SWITCH,
           "the engine feeds the post-norm state back across draft steps while training fed the "
           "pre-norm state (SpecForge's norm_output means something else)",
-          "docs/drafter.md (SpecForge norm_output vs vLLM/SGLang)", "drafter",
-          _flag("norm_output", True), fix="drop norm_output from the serving config"),
-    Fault("norm-before-residual-forced",
+          "docs/drafter.md (SpecForge norm_output vs vLLM/SGLang)",
+          "drop norm_output from the serving config", NO_STATIC_TRACE,
+          apply=fn.flag("norm_output", True), changes="drafter"),
+    Fault("norm-before-residual-forced", SWITCH,
           "vLLM's speculators adapter fills a missing norm_before_residual with True, so the "
           "residual carries hidden_norm(g) instead of g",
-          "docs/drafter.md (vLLM algos.py update_eagle3 default True)", "drafter",
-          _flag("norm_before_residual", True),
-          fix="write norm_before_residual: false explicitly in the speculators config"),
-    Fault("output-norm-residual",
+          "docs/drafter.md (vLLM algos.py update_eagle3 default True)",
+          "write norm_before_residual: false explicitly in the speculators config",
+          Static(("config-flags",), "warn: field absent from a speculators config", rules_out=True),
+          apply=fn.flag("norm_before_residual", True), changes="drafter"),
+    Fault("output-norm-residual", SWITCH,
           "the draft layer's output misses its residual (an output norm returning hidden instead "
-          "of hidden + residual)",
-          "docs/faults.md (vllm PR #14464, #11672)", "drafter", _residual_bug,
-          fix="upgrade the engine (the fused output norm must return hidden + residual)"),
-    Fault("rope-theta-wrong",
+          "of hidden + residual)", "docs/faults.md (vllm PR #14464, #11672)",
+          "upgrade the engine (the fused output norm must return hidden + residual)",
+          NO_STATIC_TRACE, apply=fn.residual_bug, changes="drafter"),
+    Fault("rope-theta-wrong", SWITCH,
           "the draft config's RoPE theta is not the one the drafter was trained with (e.g. copied "
           "from a Llama-3 target: 500000 instead of 10000)",
-          "docs/drafter.md (use the draft config's RoPE base, not the target's)", "drafter",
-          _rope_wrong, fix="restore the drafter's training rope_theta / rope_scaling in its config"),
-    Fault("fp16-fc-overflow",
+          "docs/drafter.md (use the draft config's RoPE base, not the target's)",
+          "restore the drafter's training rope_theta / rope_scaling in its config",
+          Static(("rope",), "warn, when the draft's RoPE differs from the target's"),
+          apply=fn.rope_wrong, changes="drafter"),
+    Fault("fp16-fc-overflow", SWITCH,
           "fc runs in float16: fused aux states (massive activations in large targets) overflow "
-          "65504 and become inf",
-          "docs/formats.md (engines cast draft weights to their dtype)", "drafter", _fp16_fc,
-          fix="serve the drafter in bf16 (or fp32)"),
-    Fault("d2t-absolute",
+          "65504 and become inf", "docs/formats.md (engines cast draft weights to their dtype)",
+          "serve the drafter in bf16 (or fp32)",
+          Static(("dtype", "dtype-range"), "measured max |activation| in fc vs the fp16 range"),
+          apply=fn.fp16_fc, changes="drafter", severity=100),
+    Fault("d2t-absolute", SWITCH,
           "d2t offsets used as absolute target ids (equivalently: 'fixed' by subtracting "
-          "arange), so draft id i becomes target id d2t[i]",
-          "docs/formats.md (verl-SpeCo PR #67)", "d2t",
-          _d2t_absolute, fix="store d2t as offsets: target id = i + d2t[i]"),
-    Fault("d2t-identity",
+          "arange), so draft id i becomes target id d2t[i]", "docs/formats.md (verl-SpeCo PR #67)",
+          "store d2t as offsets: target id = i + d2t[i]", Static(("d2t",), "fail"),
+          apply=fn.d2t_absolute, changes="d2t", severity=60, checkpoint=d2t_as_absolute,
+          panel=True, toggle=True),
+    Fault("d2t-identity", SWITCH,
           "the loader does not recognise d2t, so draft id i is taken as target id i",
-          "docs/faults.md (vllm PR #18909)", "d2t", _d2t_identity,
-          fix="upgrade the engine so draft_id_to_target_id is loaded (vLLM PR #18909)"),
-    Fault("d2t-side-file",
+          "docs/faults.md (vllm PR #18909)",
+          "upgrade the engine so draft_id_to_target_id is loaded (vLLM PR #18909)",
+          Static(("d2t",), "warn: all-zero d2t with Vd < V", note="an engine ignoring d2t: none"),
+          apply=fn.d2t_identity, changes="d2t", severity=80),
+    Fault("d2t-side-file", SWITCH,
           "d2t/t2d were saved in a side file, not in the weights, so the engine uses the identity",
-          "docs/faults.md (NVIDIA-NeMo/Automodel PR #2447)", "d2t", _d2t_identity,
-          fix="put d2t and t2d inside the weights file"),
-    Fault("wrapper-capture",
+          "docs/faults.md (NVIDIA-NeMo/Automodel PR #2447)", "put d2t and t2d inside the weights file",
+          Static(("d2t",), "fail: the side file is named", rules_out=True),
+          apply=fn.d2t_identity, changes="d2t", severity=70),
+    Fault("wrapper-capture", SWITCH,
           "the target is a multimodal wrapper; capture code that looks for `model.layers` "
           "finds nothing and the final hidden state is handed over",
           "docs/faults.md (sglang PR #13904: VL wrapper lost aux states)",
-          "target, features, fc_policy", _wrapper,
-          fix="serve with an engine whose class for this architecture passes the aux states"),
-    Fault("fc-bypass",
+          "serve with an engine whose class for this architecture passes the aux states",
+          Static(("target-layout",), "warn", rules_out=True),
+          apply=fn.wrapper, changes="target, features, fc_policy", panel=True, toggle=True),
+    Fault("fc-bypass", SWITCH,
           "the target hands over its single final (post-norm) hidden state instead of the three "
           "aux layers; the engine's width check then skips fc (SGLang PR #13904)",
-          "docs/drafter.md (sglang PR #13904)", "features, fc_policy",
-          _final_hidden, fix="make the target hand over its aux hidden states (engine/model "
-                             "support for EAGLE-3 capture)"),
-    Fault("layer-ids+1",
+          "docs/drafter.md (sglang PR #13904)",
+          "make the target hand over its aux hidden states (engine/model support for EAGLE-3 "
+          "capture)", NO_STATIC_TRACE,
+          apply=fn.final_hidden, changes="features, fc_policy", severity=90, panel=True, toggle=True),
+    Fault("layer-ids+1", SWITCH,
           "aux layer ids shifted one boundary later (output-of-layer ids read as HF ids)",
-          "docs/layers.md (sglang PR #25454, vllm PR #43671)",
-          "layer_ids", _shift(1), fix="write the ids in the convention the engine reads (docs/layers.md)"),
-    Fault("layer-ids-1",
+          "docs/layers.md (sglang PR #25454, vllm PR #43671)", LAYER_FIX, Static(("aux-ids",), AUX_WARN),
+          apply=fn.shift(1), changes="layer_ids", checkpoint=shift_aux_ids(1), panel=True,
+          layer_shift=1, probe=Probe("your ids look off by one (one boundary too early)", "layer-ids-1")),
+    Fault("layer-ids-1", SWITCH,
           "aux layer ids shifted one boundary earlier (HF ids read as output-of-layer ids)",
-          "docs/layers.md (vllm PR #43671)", "layer_ids", _shift(-1),
-          fix="write the ids in the convention the engine reads (docs/layers.md)"),
-    Fault("chat-template-mismatch",
+          "docs/layers.md (vllm PR #43671)", LAYER_FIX, Static(("aux-ids",), AUX_WARN),
+          apply=fn.shift(-1), changes="layer_ids", checkpoint=shift_aux_ids(-1), panel=True,
+          layer_shift=-1, probe=Probe("your ids look off by one (one boundary too late)", "layer-ids+1")),
+    Fault("chat-template-mismatch", SWITCH,
           "prompts are served in a chat template the drafter never saw in training (trained on "
           "raw text, served as ChatML), so its features and tokens are out of distribution",
           "docs/formats.md (d2t/t2d and the training targets come from the training "
-          "data's formatted assistant tokens)", "prompt_format",
-          _chat_template, fix="train (or regenerate data) with the serving chat template"),
-    Fault("layer-ids-heuristic",
+          "data's formatted assistant tokens)",
+          "train (or regenerate data) with the serving chat template", NO_STATIC_TRACE,
+          apply=fn.chat_template, changes="prompt_format"),
+    Fault("layer-ids-heuristic", SWITCH,
           "a converter ignores the config's ids and falls back to the EAGLE default {2, L//2, L-3}",
-          "docs/faults.md (ggml-org/llama.cpp PR #27040)", "layer_ids", _heuristic_ids,
-          fix="carry the config's aux ids through the converter"),
+          "docs/faults.md (ggml-org/llama.cpp PR #27040)",
+          "carry the config's aux ids through the converter", Static(("aux-ids",), "warn"),
+          apply=fn.heuristic_ids, changes="layer_ids",
+          probe=Probe("the EAGLE default ids fit better than the config's", "layer-ids-heuristic")),
+    # crash-only: texts come from the engines' own messages as reported (docs/faults.md)
+    Fault("fc-width-mismatch", CRASH,
+          "the target hands over a different number of aux states than the drafter's fc was "
+          "trained on (ids shifted past the last layer, the final boundary not captured, "
+          "N-1 states), so fc's matmul fails",
+          "docs/faults.md: sglang PR #32334 (#32226), 8640 vs 5760 width; docs/faults.md: vllm PR #46973",
+          "capture exactly the drafter's aux ids (final boundary pre-norm); fc input = n_aux x Ht",
+          Static(("fc-width", "aux-ids"), "fail", rules_out=True), severity=20,
+          crash=Crash("vLLM / SGLang", r"mat1 and mat2 shapes cannot be multiplied "
+                      r"\((\d+)x(\d+) and (\d+)x(\d+)\)", fn.fc_width_text)),
+    Fault("no-eagle3-interface", CRASH,
+          "the target class does not implement SupportsEagle3 (no aux-state capture)",
+          "docs/faults.md: vllm #25134, #25927 -> PR #26485; PR #36658; PR #31257",
+          "upgrade vLLM to a version whose model class supports EAGLE3 for this architecture",
+          NO_STATIC_TRACE,
+          crash=Crash("vLLM", r"Model does not support EAGLE3 interface but aux_hidden_state_outputs "
+                      r"was requested", fn.fixed_text("Model does not support EAGLE3 interface but "
+                                                      "aux_hidden_state_outputs was requested"))),
+    Fault("no-capture-hooks", CRASH,
+          "the target model class has no `set_eagle3_layers_to_capture` / capture flag",
+          "docs/faults.md: sglang PR #9216 (#8434), PR #12319, PR #19689, PR #23569",
+          "upgrade SGLang to a version whose model class captures aux states for this architecture",
+          NO_STATIC_TRACE, crash=Crash("SGLang", r"object has no attribute 'capture_aux_hidden_states'",
+                                       fn.no_capture_text)),
+    Fault("draft-num-layers", CRASH,
+          "the draft config says num_hidden_layers != 1 (often copied from the target)",
+          "docs/faults.md: SpecForge #129",
+          "set num_hidden_layers to 1 in the draft config (the drafter has one decoder layer)",
+          Static(("config-flags",), "fail", rules_out=True), severity=30,
+          crash=Crash("SGLang", r"EAGLE3 currently only supports 1 layer",
+                      fn.fixed_text("EAGLE3 currently only supports 1 layer"))),
+    Fault("draft-vocab-short", CRASH,
+          "fewer distinct training tokens than draft_vocab_size, so d2t/t2d are shorter than "
+          "the configured draft vocabulary", "docs/faults.md: SpecForge PR #76",
+          "pad the draft vocabulary with zero-frequency ids (or lower draft_vocab_size)",
+          Static(("d2t",), "fail: shape"),
+          crash=Crash("SpecForge", r"The size of tensor a \((\d+)\) must match the size of tensor b "
+                      r"\((\d+)\)", fn.vocab_short_text)),
+    # static-only: properties of the files that the doctor's checks name
+    Fault("vocab-mismatch", STATIC,
+          "the drafter was trained for another target: its vocabulary (or embedding shape) is not "
+          "the target's", "docs/faults.md (pair a drafter with the target it was trained on)",
+          "pair the drafter with the target (and tokenizer) it was trained on",
+          Static(("vocab", "embed-tokens"), "fail", rules_out=True), severity=10),
+    Fault("architecture-name", STATIC,
+          "an EAGLE-format config whose architectures is not ['LlamaForCausalLMEagle3']: SGLang "
+          "loads the wrong class for this name and vLLM needs method 'eagle3'", "docs/faults.md",
+          "set architectures to ['LlamaForCausalLMEagle3'] for SGLang (docs/faults.md)",
+          Static(("format",), "warn")),
 )
-BY_NAME = {f.name: f for f in FAULTS}
-ORDER = {f.name: i for i, f in enumerate(FAULTS)}
-STORIES = {f.name: f.story for f in FAULTS}
 
-# The faults notebook 03 precomputes (fault x depth); the rest of the catalogue is measured by
-# catalogue.py and diagnosed by doctor.py.
-PANEL = ("layers0-keys-dropped", "d2t-absolute", "wrapper-capture", "fc-bypass", "layer-ids+1",
-         "layer-ids-1")
-# The switches a panel offers as checkboxes, and the layer-id shift as its own control.
-TOGGLES = ("layers0-keys-dropped", "d2t-absolute", "wrapper-capture", "fc-bypass")
-SHIFTS = {-1: "layer-ids-1", 0: None, 1: "layer-ids+1"}
-HEALTHY = "healthy"
+
+# -- lookups (rebuilt by `registered`) ----------------------------------------------------------------
+def _index(registry: tuple[Fault, ...]) -> None:
+    names = [f.name for f in registry]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup or HEALTHY in names:
+        raise ValueError(f"fault names must be unique and not {HEALTHY!r}: {dup or [HEALTHY]}")
+    globals().update(
+        REGISTRY=registry, FAULTS=tuple(f for f in registry if f.kind == SWITCH),  # application order
+        BY_NAME={f.name: f for f in registry}, ORDER={f.name: i for i, f in enumerate(registry)},
+        STORIES={f.name: f.story for f in registry},
+        PANEL=tuple(f.name for f in registry if f.panel),         # notebook 03 precomputes these
+        TOGGLES=tuple(f.name for f in registry if f.toggle),      # the live panel's checkboxes
+        SHIFTS={0: None, **{f.layer_shift: f.name for f in registry if f.layer_shift}})
+
+
+FAULTS = BY_NAME = ORDER = STORIES = PANEL = TOGGLES = SHIFTS = None    # derived tables: set here
+_index(REGISTRY)
+
+
+@contextmanager
+def registered(*faults: Fault):
+    """Add entries to the registry for the duration of a `with` block (switches after the last
+    switch, so in application order last; others at the end). For tests and experiments."""
+    old = REGISTRY
+    n = max((i + 1 for i, f in enumerate(old) if f.kind == SWITCH), default=0)
+    _index(old[:n] + tuple(f for f in faults if f.kind == SWITCH) + old[n:]
+           + tuple(f for f in faults if f.kind != SWITCH))
+    try:
+        yield
+    finally:
+        _index(old)
+
+
+def entry(name: str) -> Fault:
+    """The registry entry `name`; an unknown name is an error naming the known ones."""
+    if name not in BY_NAME:
+        raise KeyError(f"unknown fault {name!r}; known: {list(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def of_kind(kind: str) -> tuple[Fault, ...]:
+    """The entries of one kind (SWITCH, CRASH, STATIC), in registry order."""
+    return tuple(f for f in REGISTRY if f.kind == kind)
+
+
+def severity_key(name: str) -> tuple:
+    """Sort key for faults named by failing checks: by severity, unranked ones last."""
+    return (entry(name).severity is None, entry(name).severity or 0)
 
 
 def check(names) -> tuple[str, ...]:
-    """Validated fault names in application (registry) order; unknown or repeated names fail."""
+    """Validated switch names in application (registry) order; unknown or repeated names fail."""
     names = tuple(names or ())
-    unknown = [n for n in names if n not in BY_NAME]
+    switches = {f.name for f in FAULTS}
+    unknown = [n for n in names if n not in switches]
     if unknown:
         raise ValueError(f"unknown faults {unknown}; known: {[f.name for f in FAULTS]}")
     if len(set(names)) != len(names):

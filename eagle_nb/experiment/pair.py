@@ -30,7 +30,7 @@ from eagle_nb.loop.metrics import from_stats
 from eagle_nb.loop.tree import generate_tree
 from eagle_nb.model.decoder import num_decoder_layers
 from eagle_nb.model.layers import eagle3_layers
-from eagle_nb.model.limits import fit_prompt
+from eagle_nb.model.limits import encode, fit_prompt
 from eagle_nb.model.targets import load_target
 
 
@@ -38,10 +38,11 @@ class Pair:
     """A target and a drafter, loaded once. `run()` results are cached per setting."""
 
     def __init__(self, target=None, drafter=None, *, device=None, dtype=None, device_map=None,
-                 speculators_path=None):
+                 speculators_path=None, trust_remote_code: bool = False):
         from eagle_nb.checkpoints.load import load_drafter
         self.target_path = str(target) if target else None
-        self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map)
+        self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map,
+                                                  trust_remote_code=trust_remote_code)
         self.device = next(self.target.parameters()).device
         self.drafter_path = str(drafter or SHIPPED_DRAFTER)
         self.drafter = load_drafter(self.drafter_path, self.target,
@@ -66,7 +67,7 @@ class Pair:
         return w
 
     def encode(self, prompt: str) -> torch.Tensor:
-        return self.tokenizer(prompt, return_tensors="pt")["input_ids"].to(self.device)
+        return encode(self.tokenizer, prompt).to(self.device)
 
     def run(self, prompts, setting: Setting | None = None, *, check_reference: bool = False,
             progress: bool = True, truncate_prompt: bool = False, **fields) -> RunResult:

@@ -12,11 +12,15 @@ Knows nothing about drafters; checkpoints.py and the CLI ask it for shapes and t
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+
+from eagle_nb.io.files import UserFileError, read_json_object
+from eagle_nb.io.hub import cached_snapshot
+from eagle_nb.io.lazy_weights import WeightFile
+from eagle_nb.io.weight_files import CheckpointError
 
 # Sub-config keys under which multimodal configs keep their text decoder's config, most common first.
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config", "text_model_config",
@@ -43,6 +47,7 @@ class TextConfig:
     model_type: str | None
     name: str                                   # where it came from: "config.json[text_config]"
     raw: dict = field(default_factory=dict, repr=False)
+    architectures: list = field(default_factory=list)   # the top-level config's `architectures`
 
 
 def _text_dict(cfg: dict, where: str) -> tuple[dict, str]:
@@ -62,15 +67,17 @@ def _text_dict(cfg: dict, where: str) -> tuple[dict, str]:
 
 def resolve(path) -> Path:
     """A checkpoint directory, or a hub id 'org/name' found in the local Hugging Face cache
-    (never downloaded)."""
+    (never downloaded; io/hub.py); otherwise the path as given."""
     p = Path(path)
-    if p.is_dir() or str(path).startswith((".", "/")) or str(path).count("/") != 1:
-        return p
+    return p if p.is_dir() else (cached_snapshot(path) or p)
+
+
+def _json(f: Path, what: str) -> dict:
+    """A config / index JSON object, read with files.py's checks (regular file, size cap, UTF-8)."""
     try:
-        from huggingface_hub import snapshot_download
-        return Path(snapshot_download(str(path), local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached: report the path as given
-        return p
+        return read_json_object(f, what)
+    except UserFileError as e:
+        raise TargetPartsError(str(e)) from None
 
 
 def read_text_config(path) -> TextConfig:
@@ -78,16 +85,13 @@ def read_text_config(path) -> TextConfig:
     f = resolve(path) / "config.json"
     if not f.exists():
         raise TargetPartsError(f"target {path}: no config.json (expected a Hugging Face checkpoint directory)")
-    try:
-        cfg = json.loads(f.read_text())
-    except json.JSONDecodeError as e:
-        raise TargetPartsError(f"{f}: invalid JSON ({e})") from None
+    cfg = _json(f, "target config")
     d, where = _text_dict(cfg, str(f))
     tie = d.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
     try:
         return TextConfig(int(d["vocab_size"]), int(d["hidden_size"]), int(d["num_hidden_layers"]),
                           None if tie is None else bool(tie), d.get("model_type") or cfg.get("model_type"),
-                          where, d)
+                          where, d, list(cfg.get("architectures") or []))
     except (TypeError, ValueError) as e:
         raise TargetPartsError(f"{where}: vocab_size/hidden_size/num_hidden_layers must be integers ({e})") from None
 
@@ -103,6 +107,7 @@ class TargetParts:
         self.config = read_text_config(self.path)
         self._shapes: dict[str, tuple] = {}
         self._bins: dict[str, dict] = {}
+        self._files: dict[str, WeightFile] = {}
         self.weight_map = self._weight_map()              # key -> file name
 
     def __repr__(self) -> str:
@@ -114,10 +119,9 @@ class TargetParts:
         for index, single in (("model.safetensors.index.json", "model.safetensors"),
                               ("pytorch_model.bin.index.json", "pytorch_model.bin")):
             if (p / index).exists():
-                try:
-                    wm = json.loads((p / index).read_text())["weight_map"]
-                except (json.JSONDecodeError, KeyError, TypeError) as e:
-                    raise TargetPartsError(f"{p / index}: no readable 'weight_map' ({type(e).__name__}: {e})") from None
+                wm = _json(p / index, "target weight index").get("weight_map")
+                if not isinstance(wm, dict):
+                    raise TargetPartsError(f"{p / index}: no readable 'weight_map' (found {type(wm).__name__})")
                 missing = sorted({f for f in wm.values() if not (p / f).exists()})
                 if missing:
                     raise TargetPartsError(f"{p / index}: lists shard files that do not exist: {missing[:5]}")
@@ -146,6 +150,28 @@ class TargetParts:
                 raise TargetPartsError(f"{f}: refused or unreadable with weights_only=True, mmap=True "
                                        f"({type(e).__name__}: {str(e)[:200]})") from None
         return self._bins[name]
+
+    def _weight_file(self, key: str) -> WeightFile:
+        name = self._file_of(key)
+        if name not in self._files:
+            try:
+                self._files[name] = WeightFile(self.path / name)
+            except CheckpointError as e:
+                raise TargetPartsError(str(e)) from None
+        return self._files[name]
+
+    def mapped(self, key: str) -> torch.Tensor:
+        """`key` as a memory-mapped view: nothing is read until touched (an embedding lookup
+        reads only the rows it takes); writes stay private."""
+        return self._weight_file(key).tensor(key)
+
+    def nbytes(self, key: str) -> int:
+        """Size of `key`'s data in its file, from the header."""
+        return self._weight_file(key).entries[key].nbytes
+
+    def chunks(self, key: str, max_bytes: int = 64 << 20):
+        """`key` flattened, in copies of at most `max_bytes`, read from its file."""
+        return self._weight_file(key).chunks(key, max_bytes)
 
     def _file_of(self, key: str) -> str:
         if key not in self.weight_map:
@@ -214,9 +240,10 @@ class TargetParts:
                                    f"and {self.config.name} says tie_word_embeddings=false")
         return self.embed_key()          # tied (explicitly, or by the HF default when unset)
 
-    def embed_tokens(self) -> torch.Tensor:
-        """(vocab_size, hidden_size) input embedding."""
-        return self.tensor(self.embed_key())
+    def embed_tokens(self, mapped: bool = False) -> torch.Tensor:
+        """(vocab_size, hidden_size) input embedding: a copy, or with `mapped` a memory-mapped
+        view of the target's file."""
+        return self.mapped(self.embed_key()) if mapped else self.tensor(self.embed_key())
 
     def lm_head(self) -> torch.Tensor:
         """(vocab_size, hidden_size) output head (the embedding when tied)."""

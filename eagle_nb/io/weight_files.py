@@ -4,7 +4,8 @@
 Never executes checkpoint code (safetensors, or `torch.load(weights_only=True)`), never blocks on
 a FIFO (regular files only), reads folders whose names are not UTF-8, and names the file at fault:
 a missing shard, a shard lacking a name its index places there, a `.bin` that is not a
-state_dict. Knows nothing about formats or key names (checkpoints.py).
+state_dict. Knows nothing about formats or key names (checkpoints/). io/lazy_weights.py reads
+the same files lazily (headers first, memory-mapped or streamed tensors).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class CheckpointError(ValueError):
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
-def _weights_file(path: Path) -> Path:
+def find_weights_file(path: Path) -> Path:
+    """The checkpoint's weights file or shard index (first of WEIGHT_FILES + INDEX_FILES)."""
     for name in WEIGHT_FILES + INDEX_FILES:
         if os.path.lexists(path / name):
             return path / name
@@ -62,8 +64,9 @@ def _read_one(f: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
-    """`*.index.json` with a `weight_map` {name: shard file}: every shard present, every name in it."""
+def shard_map(index: Path) -> dict[str, str]:
+    """`*.index.json`'s `weight_map` {name: shard file}, checked: shard names are plain file names
+    in the checkpoint directory and every shard exists."""
     try:
         wmap = read_json_object(index, "shard index").get("weight_map")
     except UserFileError as e:
@@ -79,17 +82,30 @@ def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
     if missing:
         raise CheckpointError(f"{show(index)}: shard file(s) {missing} listed in weight_map are "
                               f"missing from {show(index.parent)}")
+    return wmap
+
+
+def absent_from_shard(index: Path, wmap: dict, shard: str, names) -> None:
+    """Raise when shard `shard` lacks a name the index places in it."""
+    absent = [k for k, v in wmap.items() if v == shard and k not in names]
+    if absent:
+        raise CheckpointError(f"{show(index.parent / shard)}: lacks {absent[:5]} which "
+                              f"{index.name} places in it")
+
+
+def _read_sharded(index: Path) -> dict[str, torch.Tensor]:
+    """`*.index.json` with a `weight_map` {name: shard file}: every shard present, every name in it."""
+    wmap = shard_map(index)
+    shards = sorted(set(wmap.values()), key=str)
     state: dict[str, torch.Tensor] = {}
     for sh in shards:
         part = _read_one(index.parent / sh)
-        absent = [k for k, v in wmap.items() if v == sh and k not in part]
-        if absent:
-            raise CheckpointError(f"{show(index.parent / sh)}: lacks {absent[:5]} which "
-                                  f"{index.name} places in it")
+        absent_from_shard(index, wmap, sh, part)
         state.update({k: v for k, v in part.items() if wmap.get(k) == sh})
     return state
 
 
 def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    f = _weights_file(Path(path))
+    """Every tensor of the checkpoint in memory (io/lazy_weights.py reads lazily instead)."""
+    f = find_weights_file(Path(path))
     return (_read_sharded(f) if f.name.endswith(".index.json") else _read_one(f)), f

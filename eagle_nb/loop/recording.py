@@ -9,8 +9,11 @@ hidden state). The continuation is decoded exactly as `speculate.greedy_referenc
 token per forward, HF cache), for `max_new_tokens + lookahead` tokens and without stopping at EOS,
 so that a replay at depth <= lookahead sees every target token a live loop would verify.
 
-Readers: our format, plus the offline-training files of SpecForge and speculators
-(foreign_features.py). Knows nothing about drafters; replay.py uses the records.
+The same format comes from vLLM (`eagle-nb record --engine vllm`, engines/recorder.py): the
+engine's own greedy continuation and aux states, stated in the index's `source` and `engine`.
+Writing is recording_writer.py's. Readers: our format, plus the offline-training files of
+SpecForge and speculators (foreign_features.py). Knows nothing about drafters; replay.py uses
+the records.
 """
 
 from __future__ import annotations
@@ -22,18 +25,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from eagle_nb.loop.recording_writer import FORMAT, INDEX, RecordingWriter
 from eagle_nb.loop.records import Record, RecordingError
 from eagle_nb.model.capture import capture
 from eagle_nb.model.decoder import num_decoder_layers
 from eagle_nb.model.layers import check_layer_ids
+from eagle_nb.model.limits import check_fits, context_length
 
-INDEX = "recording.json"
-
-
-FORMAT = "eagle_nb.recording"
-
-
-VERSION = 1
 
 
 # -- writing ---------------------------------------------------------------------------------------
@@ -79,46 +77,25 @@ def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, 
     """Record greedy continuations of `prompts_ids` (list of (1, T0) tensors) into `out_dir`.
     `layer_ids` are HF hidden_states ids. Each record holds max_new_tokens + lookahead tokens, so
     replays at depth <= lookahead are exact."""
-    from safetensors.torch import save_file
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     L = num_decoder_layers(model, layers_path)
     ids = check_layer_ids(layer_ids, L)
-    index = {"format": FORMAT, "version": VERSION, "target": target_name,
-             "model_class": type(model).__name__, "num_layers": L, "layer_ids_hf": ids,
-             "hidden_size": None, "max_new_tokens": max_new_tokens, "lookahead": lookahead,
-             "eos_token_id": eos_token_id, "final_hidden": final_hidden, "teacher_forced": False,
-             "source": "eagle_nb greedy decoding (one token per forward, HF cache)",
-             "dtype": None, "shards": [], "records": []}
-    shard, size = {}, 0
-
-    def flush():
-        nonlocal shard, size
-        if shard:
-            name = f"shard-{len(index['shards']):05d}.safetensors"
-            save_file(shard, str(out / name), metadata={"format": FORMAT})
-            index["shards"].append(name)
-        shard, size = {}, 0
-
-    for i, p in enumerate(tqdm(prompts_ids, desc=f"record {max_new_tokens}+{lookahead} tokens",
-                               disable=not progress)):
+    prompts_ids = list(prompts_ids)
+    for i, p in enumerate(prompts_ids):      # before anything is decoded or written
+        if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[0] != 1 or p.shape[1] == 0:
+            raise ValueError(f"record: prompt {i} must be (1, T) input ids with T >= 1, got "
+                             f"{tuple(p.shape) if isinstance(p, torch.Tensor) else type(p).__name__}")
+        # past the context the states are garbage, and every number replayed from them would be
+        check_fits(p.shape[1], max_new_tokens + lookahead, 0, context_length(model),
+                   f"record: prompt {i} (+ max_new_tokens {max_new_tokens} + lookahead {lookahead})")
+    w = RecordingWriter(out_dir, ids, num_layers=L, target_name=target_name,
+                        model_class=type(model).__name__, max_new_tokens=max_new_tokens,
+                        lookahead=lookahead, eos_token_id=eos_token_id, final_hidden=final_hidden,
+                        shard_bytes=shard_bytes)
+    for p in tqdm(prompts_ids, desc=f"record {max_new_tokens}+{lookahead} tokens", disable=not progress):
         full, aux, final = record_one(model, p, ids, max_new_tokens + lookahead,
                                       final_hidden=final_hidden, layers_path=layers_path, dtype=dtype)
-        name = f"r{i:06d}"
-        shard[f"{name}.input_ids"] = full
-        shard[f"{name}.aux"] = aux.contiguous()
-        if final is not None:
-            shard[f"{name}.final"] = final.contiguous()
-        index["hidden_size"] = aux.shape[-1] // len(ids)
-        index["dtype"] = str(aux.dtype).replace("torch.", "")
-        index["records"].append({"name": name, "shard": f"shard-{len(index['shards']):05d}.safetensors",
-                                 "prompt_len": int(p.shape[-1]), "length": int(full.numel())})
-        size += sum(t.numel() * t.element_size() for t in (full, aux) + ((final,) if final is not None else ()))
-        if size >= shard_bytes:
-            flush()
-    flush()
-    (out / INDEX).write_text(json.dumps(index, indent=1) + "\n")
-    return out
+        w.add(full, int(p.shape[-1]), aux, final)
+    return w.close()
 
 
 # -- reading ---------------------------------------------------------------------------------------

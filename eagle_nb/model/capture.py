@@ -24,6 +24,7 @@ from torch import nn
 
 from eagle_nb.model.decoder import find_decoder_layers
 from eagle_nb.model.layers import check_layer_ids, from_hf
+from eagle_nb.model.limits import context_guard
 
 
 def _as_tensor(x, where: str) -> torch.Tensor:
@@ -100,7 +101,8 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
         states.fused()       # (B, T, 3H)
 
     Id k < L hooks the *input* of layer k (forward pre-hook); id L hooks the *output* of layer L-1
-    (pre final norm). Tensors are detached and optionally moved to `dtype`/`device`.
+    (pre final norm). Tensors are detached and optionally moved to `dtype`/`device`. An input that
+    reaches past the target's `max_position_embeddings` is captured with a ContextWarning.
 
     NOTE: hooks are global state on `model`; all are removed when the block exits, exceptions
     included. Every forward of the model inside the block overwrites `states[k]`.
@@ -118,14 +120,18 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
         if keep_history:
             store.history.setdefault(k, []).append(x)
 
+    guard = context_guard(model) or (lambda *a: None)   # past the context: say so, once
+
     def pre_hook(k):
         def fn(module, args, kwargs):
+            guard(module, args, kwargs)
             hs = args[0] if args else kwargs.get("hidden_states")
             record(k, _as_tensor(hs, f"{path}.{k} input"))
         return fn
 
     def post_hook(k):
         def fn(module, args, kwargs, output):
+            guard(module, args, kwargs)
             record(k, _as_tensor(output, f"{path}.{k - 1} output"))
         return fn
 

@@ -87,6 +87,7 @@ class DrafterConfig:
     fc_norm: bool = False            # one RMSNorm(Ht) per aux chunk before fc (`fc_norm.{i}`)
     norm_before_residual: bool = False
     norm_output: bool = False        # feed the post-norm state back across draft steps
+    sliding_window: int | None = None   # set: each query sees its last W positions (itself included)
     torch_dtype: str | None = None
     extra: dict = field(default_factory=dict)  # format-specific fields kept for round trips
 
@@ -94,7 +95,7 @@ class DrafterConfig:
         for name in ("hidden_size", "num_attention_heads", "num_key_value_heads", "intermediate_size",
                      "vocab_size", "draft_vocab_size", "max_position_embeddings", "num_aux"):
             setattr(self, name, check_int(name, getattr(self, name)))
-        for name in ("target_hidden_size", "head_dim"):
+        for name in ("target_hidden_size", "head_dim", "sliding_window"):
             if getattr(self, name) is not None:
                 setattr(self, name, check_int(name, getattr(self, name)))
         self.rms_norm_eps = check_float("rms_norm_eps", self.rms_norm_eps, positive=True)
@@ -154,6 +155,26 @@ def _rope(d: dict) -> tuple[float, dict | None]:
 
 
 SUPPORTED_ACT = "silu"
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _window(d: dict) -> int | None:
+    """The draft layer's attention window: `layer_types: ["sliding_attention"]` with
+    `sliding_window` (transformers >= 4.54), or Qwen2's `use_sliding_window` (which slides layer 0
+    only when `max_window_layers` is 0); None for full attention."""
+    types, w = d.get("layer_types"), d.get("sliding_window")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != 1 or types[0] not in LAYER_TYPES:
+            raise ConfigError(f"layer_types must list the one draft layer's attention, "
+                              f"{list(LAYER_TYPES)[0]!r} or {LAYER_TYPES[1]!r}, {_got(types)}")
+        sliding = types[0] == "sliding_attention"
+        if sliding and w is None:
+            raise ConfigError("layer_types says 'sliding_attention' but sliding_window is not set; "
+                              "give the window in tokens")
+    else:
+        sliding = d.get("use_sliding_window") is True and w is not None and \
+            not _default(d, "max_window_layers", 0)
+    return check_int("sliding_window", w) if sliding else None
 
 
 def _default(d: dict, key: str, fallback):
@@ -179,7 +200,8 @@ def from_llama_dict(d: dict, where: str, aux_layer_ids=None) -> DrafterConfig:
         target_hidden_size=d.get("target_hidden_size"), head_dim=d.get("head_dim"),
         rms_norm_eps=_default(d, "rms_norm_eps", 1e-6), rope_theta=theta, rope_scaling=scaling,
         max_position_embeddings=_default(d, "max_position_embeddings", 2048),
-        aux_layer_ids=aux_layer_ids, torch_dtype=d.get("torch_dtype") or d.get("dtype"))
+        aux_layer_ids=aux_layer_ids, sliding_window=_window(d),
+        torch_dtype=d.get("torch_dtype") or d.get("dtype"))
 
 
 MAX_DEPTH = 32   # chain drafts deeper than this never pay (τ saturates near 4-8) and cost memory

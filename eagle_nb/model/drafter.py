@@ -9,19 +9,21 @@ Two explicit input modes, never a width test: `fuse()` for target features (alwa
 fails loudly on the wrong width), then `step()` on an H-wide state; later draft steps call `step()`
 with the drafter's own state. The engines' silent width check exists only as a named fault, passed
 explicitly: `fuse(x, fc_policy="engine-width-check")`. The d2t table in use can be passed the same
-way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault.
-
-Knows nothing about checkpoint formats (checkpoints.py) or the speculation loop (speculate.py).
+way (`draft_to_target(ids, d2t)`); the module itself is never mutated for a fault: a fault gets a
+`variant()`, sharing every weight. Knows nothing about checkpoint formats or the speculation loop.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eagle_nb.model.attention import Attention
 from eagle_nb.model.config import ConfigError, DrafterConfig
+from eagle_nb.model.derived import derived, fused_weight
 from eagle_nb.model.kv_cache import KVCache
 
 FC_STRICT = "strict"
@@ -50,16 +52,17 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(x.dtype)
 
 
-def fused_weight(owner: nn.Module, linears) -> torch.Tensor:
-    """The row-concatenation of several Linear weights, so one matmul replaces several (small
-    models are overhead-bound). Cached under no_grad and rebuilt when any weight changes."""
-    if torch.is_grad_enabled():
-        return torch.cat([m.weight for m in linears])
-    key = tuple((id(m.weight), m.weight._version, m.weight.device, m.weight.dtype) for m in linears)
-    cached = owner.__dict__.get("_fused")
-    if cached is None or cached[0] != key:
-        cached = owner.__dict__["_fused"] = (key, torch.cat([m.weight for m in linears]))
-    return cached[1]
+def variant(module: nn.Module, **attrs) -> nn.Module:
+    """A shallow copy of `module` sharing every weight, with its own submodule / parameter / buffer
+    tables and an empty `derived` cache; `attrs` (submodules, buffers, plain attributes) are set on
+    the copy only, so the original is never touched. How a named fault changes a drafter."""
+    v = copy.copy(module)
+    v._modules, v._parameters, v._buffers = dict(module._modules), dict(module._parameters), \
+        dict(module._buffers)
+    v.__dict__["_derived"] = {}
+    for k, val in attrs.items():
+        setattr(v, k, val)
+    return v
 
 
 def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
@@ -83,52 +86,6 @@ def rope_inv_freq(cfg: DrafterConfig) -> torch.Tensor:
     else:
         raise ConfigError(f"rope_scaling type {kind!r} is not supported by the eagle_nb drafter")
     return inv.float()
-
-
-def rotate_half(x):
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: DrafterConfig):
-        super().__init__()
-        H, nh, nkv, hd = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.nh, self.nkv, self.hd = nh, nkv, hd
-        self.q_proj = nn.Linear(2 * H, nh * hd, bias=False)   # input is 2H: [embed, hidden]
-        self.k_proj = nn.Linear(2 * H, nkv * hd, bias=False)
-        self.v_proj = nn.Linear(2 * H, nkv * hd, bias=False)
-        self.o_proj = nn.Linear(nh * hd, H, bias=False)
-
-    def forward(self, x, cos, sin, cache: KVCache | None, start: int, mask=None):
-        """x (B, T, 2H) at positions start..start+T-1. `cache.update` returns every key the
-        queries may see (B, nkv, S, hd); `mask` (T, S) bool overrides the positional causal
-        mask, for key layouts that are not one sequence (training-time test, trees)."""
-        B, T, _ = x.shape
-        nq, nk = self.nh * self.hd, self.nkv * self.hd
-        qkv = F.linear(x, fused_weight(self, (self.q_proj, self.k_proj, self.v_proj)))
-        q, k, v = qkv.split([nq, nk, nk], dim=-1)
-        q = q.view(B, T, self.nh, self.hd).transpose(1, 2)                 # (B, nh, T, hd)
-        k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)                # (B, nkv, T, hd)
-        v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-        if cache is not None:
-            k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
-        S = k.shape[2]
-        if mask is not None:
-            if tuple(mask.shape) != (T, S):
-                raise ValueError(f"attention mask is {tuple(mask.shape)}, expected (T, S) = {(T, S)}")
-            causal = False
-        elif T == 1:
-            mask, causal = None, False          # one query attends to every cached key
-        elif S == T:
-            mask, causal = None, True
-        else:                                   # extend after a cached prefix
-            qpos = torch.arange(start, start + T, device=x.device)
-            mask, causal = torch.arange(S, device=x.device)[None, :] <= qpos[:, None], False
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                           enable_gqa=self.nkv != self.nh)
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
 
 
 class MLP(nn.Module):
@@ -238,15 +195,21 @@ class Eagle3Drafter(nn.Module):
 
     def _rope(self, n: int, like: torch.Tensor):
         """cos/sin tables for positions 0..n-1, grown on demand and kept (no per-step rebuild)."""
-        tab = getattr(self, "_rope_tab", None)
+        cache = derived(self)
+        tab = cache.get("rope")
         if (tab is None or tab[2] is not self.inv_freq or tab[0].shape[0] < n
                 or tab[0].dtype != like.dtype or tab[0].device != like.device):
             m = max(n, 2 * (tab[0].shape[0] if tab is not None else 256))
             freqs = torch.arange(m, device=like.device, dtype=torch.float32)[:, None] * \
                 self.inv_freq.to(like.device)[None, :]                  # (m, hd/2)
             emb = torch.cat([freqs, freqs], dim=-1)
-            tab = self._rope_tab = (emb.cos().to(like.dtype), emb.sin().to(like.dtype), self.inv_freq)
+            tab = cache["rope"] = (emb.cos().to(like.dtype), emb.sin().to(like.dtype), self.inv_freq)
         return tab[0], tab[1]
+
+    def variant(self, **attrs) -> "Eagle3Drafter":
+        """This drafter sharing every weight, with fresh caches and `attrs` (fc, midlayer, inv_freq,
+        config, ...) replaced on the copy only."""
+        return variant(self, **attrs)
 
     def forward(self, input_ids, target_features):
         """First draft step over all positions, causal, no cache: (draft logits, next state)."""

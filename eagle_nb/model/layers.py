@@ -9,6 +9,8 @@ about models or hooks.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 CONVENTIONS = {
     # name: offset added to convert an id of this convention to the HF hidden_states index
     "hf": 0,
@@ -87,6 +89,11 @@ def sglang_capture_ids(config_ids, architecture: str = "LlamaForCausalLM",
 
 
 def check_layer_ids(ids, num_layers: int) -> list[int]:
+    if isinstance(ids, (str, bytes)) or isinstance(ids, Iterator) or not isinstance(ids, Iterable):
+        hint = ("; a generator can be read only once: pass list(...)" if isinstance(ids, Iterator)
+                else f"; for one layer pass [{ids}]" if isinstance(ids, int) else "")
+        raise TypeError(f"layer ids must be a list of HF hidden_states ids such as [2, 16, 29], "
+                        f"got {type(ids).__name__} {ids!r}{hint}")
     bad_type = [i for i in ids if isinstance(i, bool) or int(i) != i]
     if bad_type:
         raise ValueError(f"layer ids must be integers, got {bad_type}")

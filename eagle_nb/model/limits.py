@@ -103,3 +103,40 @@ def fit_prompt(ids: torch.Tensor, model, max_new_tokens: int, depth: int = 0,
                       PromptTruncatedWarning, stacklevel=2)
         ids = ids[:, -keep:]
     return ids
+
+
+class ContextWarning(UserWarning):
+    """Hidden states were captured at positions past the target's context."""
+
+
+def encode(tokenizer, text: str, where: str = "the prompt") -> torch.Tensor:
+    """`text` as (1, T) input ids with T >= 1: a text the tokenizer maps to no token is refused
+    naming it (a model forward of 0 tokens fails deep inside the model)."""
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    if ids.shape[-1] == 0:
+        raise ValueError(f"{where} {text[:40]!r} encodes to 0 tokens with this target's tokenizer; "
+                         f"give text it tokenizes")
+    return ids
+
+
+def context_guard(model):
+    """`guard(module, args, kwargs)`, called from a decoder layer's hooks: warns once, with
+    ContextWarning, when the positions the layer runs at pass `max_position_embeddings`; None
+    when the target declares no context."""
+    ctx, warned = (context_length(model) if hasattr(model, "config") else None), []
+    if ctx is None:
+        return None
+
+    def hook(module, args, kwargs):
+        pos = kwargs.get("position_ids")
+        pos = kwargs.get("cache_position") if pos is None else pos
+        hs = args[0] if args else kwargs.get("hidden_states")
+        end = int(pos.max()) + 1 if pos is not None and pos.numel() else \
+            hs.shape[1] if hs is not None and hs.dim() == 3 else 0
+        if end > ctx and not warned:
+            warned.append(end)
+            warnings.warn(f"capture: the input reaches position {end - 1}, past the target's "
+                          f"max_position_embeddings {ctx}: states there come from RoPE positions "
+                          f"the target never saw (its predictions degrade); keep inputs within "
+                          f"{ctx} tokens", ContextWarning, stacklevel=2)
+    return hook

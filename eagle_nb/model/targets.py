@@ -56,6 +56,7 @@ def resolve_target(path) -> Path | str:
     Hugging Face cache (nothing is downloaded). Anything else is a TargetError saying what was
     looked for."""
     from eagle_nb.io.files import UserFileError, is_dir, read_json_object, show
+    from eagle_nb.io.hub import cache_dir, cached_snapshot, looks_like_hub_id
     p = Path(path)
     if os.path.lexists(p) and not is_dir(p):
         raise TargetError(f"target {show(p)} is a file; expected a Hugging Face checkpoint directory "
@@ -74,20 +75,11 @@ def resolve_target(path) -> Path | str:
                                   f"socket or broken link); remove or replace it")
         return p
     s = str(path)
-    looks_like_hub_id = s.count("/") == 1 and not s.startswith((".", "/", "~")) and " " not in s
-    cached = None
-    if looks_like_hub_id:
-        try:
-            from huggingface_hub import try_to_load_from_cache
-            cached = try_to_load_from_cache(s, "config.json")
-        except Exception:  # noqa: BLE001 - an invalid repo id is simply not cached
-            cached = None
-    if not isinstance(cached, str):
-        cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
+    if cached_snapshot(s) is None:
         raise TargetError(f"target {show(s)}: no such directory (looked for {show(p.absolute())})"
-                          + (f", and {s!r} is not in the local Hugging Face cache ({cache}); eagle_nb "
-                             f"never downloads: run `huggingface-cli download {s}` first or pass "
-                             f"the checkpoint directory" if looks_like_hub_id else ""))
+                          + (f", and {s!r} is not in the local Hugging Face cache ({cache_dir()}); "
+                             f"eagle_nb never downloads: run `huggingface-cli download {s}` first or "
+                             f"pass the checkpoint directory" if looks_like_hub_id(s) else ""))
     return s
 
 

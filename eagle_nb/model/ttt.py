@@ -5,7 +5,7 @@ Column t of step j pairs token t+1+j with the step-(j-1) state of column t (step
 target features of token t) at RoPE position t+j, attends to the step-0 keys of columns <= t and
 to its own column's keys of steps 1..j, and predicts token t+j+2. When the tokens fed are the ones
 the drafter itself proposed, this is exactly what cached chain drafting computes from position t
-(tests/test_train_drafter.py), so one unrolled pass gives the drafts of every position together:
+(tests/train/test_train_drafter.py), so one unrolled pass gives the drafts of every position together:
 the trainer (train/drafter.py) trains on it, the one-pass acceptance (loop/onepass.py) measures with it.
 
 Right padding needs no mask: a column only sees columns to its left. Knows nothing about targets,

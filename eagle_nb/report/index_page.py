@@ -17,6 +17,7 @@ import re
 import time
 from pathlib import Path
 
+from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.views.switcher import state_key
 
 ABLATION_REPORT = "03_fc_bypass_ablation"
@@ -81,7 +82,7 @@ def fault_table(row: dict) -> str:
         return ""
     ks = sorted({k for c in grid.values() for k in c})
     mid = ks[len(ks) // 2]          # healthy first, then the costliest fault first
-    grid = dict(sorted(grid.items(), key=lambda kv: (kv[0] != "healthy", kv[1].get(mid, 0.0))))
+    grid = dict(sorted(grid.items(), key=lambda kv: (kv[0] != HEALTHY, kv[1].get(mid, 0.0))))
     head = "".join(f"<th>τ at k={k}</th>" for k in ks)
     body = []
     for fault, c in grid.items():

@@ -1,8 +1,9 @@
 """Figures and tables of a `diagnosis.Diagnosis`: predicted τ per hypothesis against what the engine
 reported, and the per-position profiles of the best-fitting hypotheses.
 
-Takes the Diagnosis (plain data) and returns a `matplotlib.figure.Figure` or a pandas DataFrame;
-draws nothing globally, reads no file, runs no model.
+Takes the Diagnosis (plain data) and returns a `matplotlib.figure.Figure` in the kit's one
+convention (`views.palette`: healthy and each fault in their own colours, the rest neutral) or a
+pandas DataFrame; draws nothing globally, reads no file, runs no model.
 """
 from __future__ import annotations
 
@@ -10,6 +11,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from eagle_nb.doctor.ranking import P_FLOOR, TAU_FLOOR
+from eagle_nb.experiment.faults import HEALTHY
+from eagle_nb.views.palette import (
+    FONT,
+    NEUTRAL_COLOR,
+    color,
+    new_figure,
+    plain,
+    style_axes,
+)
 
 
 def hypotheses_table(d) -> pd.DataFrame:
@@ -31,26 +41,24 @@ def plot_diagnosis(d, top: int = 4) -> Figure:
     """Left: predicted τ of every hypothesis (±1 SE), the observation as a line with the ranking's
     τ tolerance. Right: per-position acceptance of the `top` best hypotheses and the observation."""
     hyps = [h for h in d.hypotheses if h.predicted is not None]
-    fig = Figure(figsize=(11, 0.32 * max(len(hyps), 6) + 1.2), layout="constrained")
+    fig = new_figure((11, 0.32 * max(len(hyps), 6) + 1.2))
     ax, ax2 = fig.subplots(1, 2, width_ratios=[1.2, 1])
     names = [h.fault for h in hyps][::-1]
     taus = [h.predicted["tau"] for h in hyps][::-1]
     ses = [h.predicted["tau_se"] for h in hyps][::-1]
-    colors = ["#4caf50" if n == "healthy" else "#90a4ae" for n in names]
-    if d.verdict.cause in names:
-        colors[names.index(d.verdict.cause)] = "#e53935"
-    ax.barh(names, taus, xerr=ses, color=colors, capsize=2)
+    shown = {HEALTHY, d.verdict.cause}          # healthy and the verdict in their own colours
+    ax.barh(names, taus, xerr=ses, color=[color(n) if n in shown else NEUTRAL_COLOR for n in names],
+            capsize=2)
     obs = d.observation
     if obs and obs.get("tau") == obs.get("tau"):
         ax.axvline(obs["tau"], color="k", lw=1.5, label=f"observed τ {obs['tau']:.2f}")
         ax.axvspan(obs["tau"] - TAU_FLOOR, obs["tau"] + TAU_FLOOR, color="k", alpha=0.1)
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="lower right", fontsize=FONT)
     ax.set_xlabel(f"predicted τ at k = {d.inputs.get('depth')} (kit's loop, this pair)")
-    ax.tick_params(axis="y", labelsize=8)
     ax.set_xlim(left=min(1.0, *taus) - 0.05)
     for h in hyps[:top]:
         per = h.predicted["per_position"]
-        ax2.plot(range(1, len(per) + 1), per, marker="o", label=h.fault)
+        ax2.plot(range(1, len(per) + 1), per, marker="o", color=color(h.fault), label=plain(h.fault))
     if obs and obs.get("per_position"):
         per = obs["per_position"]
         ax2.errorbar(range(1, len(per) + 1), per, yerr=P_FLOOR, color="k", lw=2, marker="s",
@@ -58,9 +66,11 @@ def plot_diagnosis(d, top: int = 4) -> Figure:
     ax2.set_xlabel("draft position")
     ax2.set_ylabel("acceptance rate (vLLM per-position)")
     ax2.set_ylim(-0.02, 1.02)
-    ax2.legend(fontsize=8)
-    fig.suptitle(f"doctor: {d.verdict.cause} ({d.verdict.confidence} confidence, {d.verdict.basis})",
-                 fontsize=10)
+    ax2.legend(fontsize=FONT)
+    for each in (ax, ax2):
+        style_axes(each)
+    fig.suptitle(plain(f"doctor: {d.verdict.cause} ({d.verdict.confidence} confidence, "
+                       f"{d.verdict.basis})"), fontsize=FONT + 1.5)
     return fig
 
 

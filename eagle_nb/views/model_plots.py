@@ -3,8 +3,8 @@ layer ids (notebook 02), checkpoint configs, key names and the d2t vocabulary ma
 
 Inputs are `CapturedStates`, `validate.Report`s from `checkpoints.inspect_checkpoint` (which carry
 the ids as written and the original key names) and tensors; outputs are `Figure`s built without
-pyplot and DataFrames. Draws only: reads no file, runs no model. Acceptance figures live in
-`plots.py`.
+pyplot, in the kit's one convention (`views.palette`), and DataFrames. Draws only: reads no file,
+runs no model. Acceptance figures live in `views.acceptance`.
 """
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from matplotlib.figure import Figure
 
 from eagle_nb.model.capture import norm_profile
 from eagle_nb.model.layers import CONVENTIONS, from_hf
-from eagle_nb.views.plots import (
+from eagle_nb.views.palette import (
     ACCEPT_COLOR,
+    DATA_COLOR,
     FONT,
+    GUIDE_COLOR,
+    HIGHLIGHT_COLOR,
+    NEUTRAL_COLOR,
     REJECT_COLOR,
     new_axes,
     style_axes,
@@ -33,7 +37,7 @@ def plot_layer_norms(states, highlight=(), ax=None) -> Figure:
     ids = [k for k, _, _ in prof]
     means = [v for _, v, _ in prof]
     maxes = [v for _, _, v in prof]
-    colors = ["#ff9800" if k in set(highlight) else "#90a4ae" for k in ids]
+    colors = [HIGHLIGHT_COLOR if k in set(highlight) else NEUTRAL_COLOR for k in ids]
     ax.bar(ids, means, color=colors, label="mean per-token norm")
     ax.plot(ids, maxes, "k.", label="max per-token norm")
     log = bool(means and min(means) > 0 and max(maxes) / min(means) > 50)
@@ -130,13 +134,13 @@ def plot_d2t_offsets(d2t, vocab_size: int | None = None, verdict: str | None = N
     d = torch.as_tensor(d2t).long().cpu()
     i = torch.arange(d.numel())
     fig, (a, b) = new_axes(None, ncols=2, size=(4.6, 3.6))
-    a.plot(i, d, ".", ms=2, color="#1e88e5")
+    a.plot(i, d, ".", ms=2, color=DATA_COLOR)
     a.set_xlabel("draft id i")
     a.set_ylabel("d2t[i]")
     a.set_title("d2t holds offsets" + (f"\nverdict: {verdict}" if verdict else ""))
     b.plot(i, i + d, ".", ms=2, color=ACCEPT_COLOR, label="target id = i + d2t[i] (correct)")
     b.plot(i, d, ".", ms=2, color=REJECT_COLOR, label="d2t[i] as absolute id (fault)")
-    b.plot(i, i, "--", lw=1, color="gray", label="identity (d2t all zero)")
+    b.plot(i, i, "--", lw=1, color=GUIDE_COLOR, label="identity (d2t all zero)")
     if vocab_size:
         b.axhline(vocab_size, color="k", lw=0.8, ls=":", label=f"target vocab V={vocab_size}")
     b.set_xlabel("draft id i")

@@ -159,7 +159,7 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
     for f, k in itertools.product(labels, depths):
         at = sweep.by_label(k, T)
         if HEALTHY not in at or f not in at:
-            raise ValueError(f"the sweep has no {'healthy' if HEALTHY not in at else f} run at "
+            raise ValueError(f"the sweep has no {HEALTHY if HEALTHY not in at else f} run at "
                              f"depth {k}, temperature {T:g}")
         base, r = at[HEALTHY], at[f]
         summary[f"{f}, k={k}"] = r.metrics.accept_length

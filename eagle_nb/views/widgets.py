@@ -175,9 +175,10 @@ class AblationPanel(_Panel):
     redraws acceptance of the chosen setting beside the healthy pipeline at the same depth."""
 
     def __init__(self, pair, prompts, *, depth: int = 4, max_new_tokens: int = 32,
-                 temperature: float = 0.0, seed: int = 0, faults=F.TOGGLES, max_depth: int = 8,
+                 temperature: float = 0.0, seed: int = 0, faults=None, max_depth: int = 8,
                  background: bool | None = None):
         import ipywidgets as w
+        faults = F.TOGGLES if faults is None else tuple(faults)      # the registry's `toggle`s
         self.pair, self.prompts = pair, list(prompts)
         self.max_new_tokens, self.seed = max_new_tokens, seed
         self.controls = {f: w.Checkbox(value=False, description=f, indent=False,
@@ -229,9 +230,10 @@ class DepthPanel(_Panel):
     redrawing as each depth lands."""
 
     def __init__(self, pair, prompts, *, depths=range(1, 9), max_new_tokens: int = 32, seed: int = 0,
-                 faults=("fc-bypass",) + tuple(f for f in F.TOGGLES if f != "fc-bypass"),
-                 temperature: float = 0.0, depth: int = 4, background: bool | None = None):
+                 faults=None, temperature: float = 0.0, depth: int = 4, background: bool | None = None):
         import ipywidgets as w
+        if faults is None:      # the registry's `toggle`s, fc-bypass first
+            faults = ("fc-bypass",) + tuple(f for f in F.TOGGLES if f != "fc-bypass")
         self.pair, self.prompts, self.depths = pair, list(prompts), list(depths)
         self.max_new_tokens, self.seed = max_new_tokens, seed
         self.controls = {

@@ -1,0 +1,68 @@
+"""`eagle-nb doctor`: diagnose a drafter (and what an engine reported) against the fault catalogue:
+static checks of the checkpoint, then the reference loop's prediction for every fault, ranked by
+distance to the observation. Parses flags, calls `doctor.run.doctor`, prints the diagnosis;
+exit 0 when healthy, 1 otherwise."""
+from __future__ import annotations
+
+from eagle_nb.cli import options
+
+
+def add_parser(sub):
+    p = options.command(
+        sub, "doctor", help="diagnose a drafter (and what the engine reported) against the fault "
+                            "catalogue; exit 0 when healthy, 1 otherwise",
+        description="diagnose a drafter checkpoint, and what a serving engine reported, against the\n"
+                    "fault catalogue; exit 0 when healthy, 1 otherwise",
+        examples="""\
+            eagle-nb doctor --drafter data/drafter_eagle --static-only
+            eagle-nb doctor --drafter /models/EAGLE3-drafter --target /models/target --observed vllm.log
+            eagle-nb doctor --drafter data/drafter_eagle --observed-tau 1.3 --depth 4 --json""")
+    p.add_argument("--drafter", required=True, help="EAGLE-3 drafter checkpoint directory, any format")
+    options.target(p)
+    p.add_argument("--depth", type=int, default=None,
+                   help="draft depth k (default: the one the engine's log or metrics show, else 4)")
+    p.add_argument("--prompts", default=None,
+                   help="JSON lines file with a 'prompt' field per line (default: the shipped "
+                        "evaluation prompts)")
+    p.add_argument("--n-prompts", type=int, default=None, help="measure on the first N prompts "
+                   "(default: all at T=0, measured by the one pass; 8 at T > 0, the live loop)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="new tokens generated per prompt (default: 64 at T=0, 32 at T > 0)")
+    options.temperature(p)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--observed", metavar="LOGFILE", help="a vLLM or SGLang log")
+    g.add_argument("--observed-url", metavar="URL", help="a vLLM/SGLang server (reads /metrics)")
+    g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
+    p.add_argument("--observed-per-position", metavar="A,B,...",
+                   help="with --observed-tau: vLLM per-position acceptance rates")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("--train-log", metavar="FILE", help="the drafter's training log (SpecForge, "
+                   "SafeAILab EAGLE or speculators): do the files reproduce its per-step accuracy?")
+    t.add_argument("--train-acc", metavar="A,B,...", help="training's per-step accuracy acc_1,acc_2,...")
+    p.add_argument("--static-only", action="store_true", help="skip the reference-loop measurements")
+    p.add_argument("--features", metavar="RECORDING", default=None, help="a recording of the target "
+                   "(`eagle-nb record`, or SpecForge / speculators hidden-state files): when the target "
+                   "cannot run here, the pair's healthy tau is replayed from it")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow loading a target whose "
+                   "config needs its own code (auto_map); off by default")
+    options.json_output(p)
+    return p
+
+
+def run(a) -> int:
+    from eagle_nb.doctor.run import doctor
+    per = None
+    if a.observed_per_position:
+        try:
+            per = [float(x) for x in a.observed_per_position.split(",") if x.strip()]
+        except ValueError:
+            raise SystemExit(f"--observed-per-position: expected comma-separated numbers, got "
+                             f"{a.observed_per_position!r}")
+    d = doctor(a.drafter, a.target, depth=a.depth, prompts=a.prompts, n_prompts=a.n_prompts,
+               max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+               observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
+               observed_per_position=per, dynamic=not a.static_only, progress=not a.json,
+               features=a.features, trust_remote_code=a.trust_remote_code,
+               train_log=a.train_log, train_acc=a.train_acc)
+    print(d.to_json() if a.json else d.text())
+    return 0 if d.healthy else 1

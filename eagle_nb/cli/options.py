@@ -1,0 +1,139 @@
+"""What the `eagle-nb` commands share: the help formatter, the options several commands take (each
+written once here, with its help beside it), and the small checks of their values.
+
+A command module (`cli/capture.py`, ...) calls `command(...)` for its parser and these adders for
+the shared options; options of its own it adds itself, help beside them. Defaults are shown by the
+formatter (argparse's ArgumentDefaultsHelpFormatter, without 'None' and 'False'). Fault names for
+`--ablate` come from the registry (`experiment.faults.FAULTS`) when the parser is built.
+Knows argparse; runs no model.
+"""
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+CONVENTIONS = ["hf", "vllm", "speculators", "eagle", "sglang", "sglang-config", "specforge"]
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the examples' line breaks; shows each option's default unless it is None, off or
+    empty, or the help already says it; never breaks a hyphenated name (a fault, a flag) across
+    lines."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        d = action.default
+        if "(default" in text or d is None or d is False or d == [] or d == argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def command(sub, name: str, help: str, description: str, examples: str) -> argparse.ArgumentParser:
+    """A command's parser: its one-line `help` (the top-level list), `description` and `examples`
+    (its own --help) and the kit's formatter."""
+    epilog = "examples:\n" + textwrap.indent(textwrap.dedent(examples).strip(), "  ")
+    return sub.add_parser(name, help=help, description=description, epilog=epilog,
+                          formatter_class=Formatter)
+
+
+# -- options several commands take -----------------------------------------------------------------
+def verbose(p) -> None:
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show library progress bars and warnings (model loading, kernel start-up)")
+
+
+def target(p) -> None:
+    p.add_argument("--target", default=None,
+                   help="target model: HF checkpoint directory or a hub id already in the local "
+                        "cache (default: the shipped target in data/target)")
+
+
+def drafter(p) -> None:
+    p.add_argument("--drafter", default=None,
+                   help="EAGLE-3 drafter checkpoint directory, any format (default: data/drafter_eagle)")
+
+
+def prompts(p, required: bool = True):
+    """--prompt | --prompts, one of them required (the group, for commands that add a third way)."""
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--prompt", help="one prompt text")
+    g.add_argument("--prompts", help="JSON lines file with a 'prompt' field per line")
+    return g
+
+
+def layers(p, default: str | None = "eagle3") -> None:
+    p.add_argument("--layers", default=default,
+                   help="which layers: 'eagle3' (low, mid, high), 'all', or comma-separated ids"
+                        + ("" if default else " (default: eagle3)"))
+    p.add_argument("--convention", default="hf", choices=CONVENTIONS,
+                   help="how --layers ids are written: hf/vllm/speculators/eagle = input of layer k; "
+                        "sglang-config/specforge = output of layer k (one less)")
+    p.add_argument("--layers-path", default=None,
+                   help="dotted path of the decoder layer list, if it cannot be found (e.g. "
+                        "model.language_model.layers)")
+
+
+def depth(p) -> None:
+    p.add_argument("--depth", type=int, default=4,
+                   help="draft depth k: chain drafts per verify step (SGLang --speculative-num-steps, "
+                        "vLLM num_speculative_tokens)")
+
+
+def max_new_tokens(p, default: int) -> None:
+    p.add_argument("--max-new-tokens", type=int, default=default, help="new tokens generated per prompt")
+
+
+def temperature(p) -> None:
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="0 = greedy; > 0 samples with rejection sampling")
+
+
+def seed(p) -> None:
+    p.add_argument("--seed", type=int, default=0, help="random seed (sampling)")
+
+
+def ablate(p, what: str) -> None:
+    """--ablate NAME (repeatable): `what` it does in this command, then every registered fault."""
+    from eagle_nb.experiment.faults import FAULTS
+    p.add_argument("--ablate", action="append", default=[], metavar="NAME",
+                   help=f"{what} (repeatable); one of: {', '.join(f.name for f in FAULTS)}")
+
+
+def device(p) -> None:
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda, cuda:1, ... (default: CUDA when available, else CPU)")
+
+
+def json_output(p) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+# -- checks of option values -----------------------------------------------------------------------
+def layer_ids(spec: str, convention: str, num_layers: int) -> list[int]:
+    """HF layer ids from --layers ('eagle3', 'all' or ids written in --convention)."""
+    from eagle_nb.model.layers import eagle3_layers, to_hf
+    if spec == "eagle3":
+        return list(eagle3_layers(num_layers))
+    if spec == "all":
+        return list(range(num_layers + 1))
+    try:
+        ids = [int(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"--layers: expected 'eagle3', 'all' or comma-separated integers, got {spec!r}")
+    return to_hf(ids, convention)
+
+
+def nonempty(prompt: str) -> str:
+    """--prompt, refused when empty."""
+    if not prompt:
+        raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:   # argv bytes that are not UTF-8 arrive as lone surrogates
+        raise ValueError(f"--prompt is not UTF-8 text (byte {ord(prompt[e.start]) & 0xFF:#04x} at "
+                         f"character {e.start}); check the terminal's encoding, or put the prompt "
+                         f"in a --prompts JSON-lines file") from None
+    return prompt

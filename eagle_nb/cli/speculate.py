@@ -1,0 +1,107 @@
+"""`eagle-nb speculate`: speculative decoding on the target (or a replay of a recording) with every
+acceptance metric the engines print, healthy or with named faults switched on, and the measured
+speedup. Parses flags, calls `experiment.pair.run_prompts` (or `loop.replay`), prints."""
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from eagle_nb.cli import options
+
+
+def add_parser(sub):
+    p = options.command(
+        sub, "speculate", help="speculative decoding with acceptance metrics",
+        description="speculative decoding with every acceptance metric, healthy or with named faults",
+        examples="""\
+            eagle-nb speculate --prompts data/eval_prompts.jsonl --depth 4
+            eagle-nb speculate --prompt 'def f(x):' --ablate fc-bypass --temperature 1""")
+    options.target(p)
+    options.drafter(p)
+    g = options.prompts(p)
+    g.add_argument("--features", metavar="RECORDING",
+                   help="replay against a recording (eagle-nb record, SpecForge or speculators "
+                        "hidden-state files) instead of running the target; --target then only "
+                        "supplies embed_tokens, read lazily")
+    options.depth(p)
+    p.add_argument("--topk", type=int, default=1,
+                   help="tree branching (SGLang --speculative-eagle-topk); 1 = chain")
+    p.add_argument("--num-draft-tokens", type=int, default=None,
+                   help="tree nodes verified per step, root included (SGLang "
+                        "--speculative-num-draft-tokens); default: depth+1 for a chain, all "
+                        "candidates for a tree")
+    options.max_new_tokens(p, 32)     # as the notebooks
+    options.temperature(p)
+    options.seed(p)
+    options.ablate(p, "switch on a named fault")
+    p.add_argument("--truncate-prompt", action="store_true",
+                   help="keep only a prompt's last tokens when it does not fit the target's context "
+                        "(default: refuse it)")
+    options.device(p)
+    options.json_output(p)
+    return p
+
+
+def run(a) -> int:
+    if a.features:
+        return run_replay(a)
+    from eagle_nb.experiment.pair import run_prompts
+    from eagle_nb.experiment.setting import Setting
+    from eagle_nb.io.prompts import read_prompts
+    from eagle_nb.model.targets import pick_device, resolve_target
+    # every flag is checked before a model is loaded (the same checks the API and notebooks use:
+    # Setting runs SpecConfig's checks, the fault names and SGLang's tree-shape rules)
+    Setting(faults=tuple(a.ablate), depth=a.depth, temperature=a.temperature,
+            max_new_tokens=a.max_new_tokens, seed=a.seed, topk=a.topk,
+            num_draft_tokens=a.num_draft_tokens)
+    pick_device(a.device)
+    if a.target:
+        resolve_target(a.target)
+    prompts = [options.nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
+    result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
+                         topk=a.topk, num_draft_tokens=a.num_draft_tokens,
+                         max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
+                         faults=tuple(a.ablate), device=a.device, check_reference=True,
+                         truncate_prompt=a.truncate_prompt)
+    if a.json:
+        print(json.dumps(result.summary(), indent=2))
+    else:
+        print(result.report_text())
+        print(speedup_line(result))
+    return 0
+
+
+def run_replay(a) -> int:
+    """`speculate --features RECORDING`: greedy speculation replayed against recorded states."""
+    if a.temperature != 0 or a.ablate:
+        raise ValueError("--features replays greedy speculation only: drop --temperature/--ablate "
+                         "(ablations and sampling need the live target)")
+    from eagle_nb.checkpoints.load import load_drafter
+    from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
+    from eagle_nb.loop.replay import replay
+    target = a.target or (SHIPPED_TARGET if a.drafter is None else None)   # embed_tokens, read lazily
+    cpu = a.device in (None, "cpu")     # half-precision matmuls on a CPU: slow and not the reference
+    drafter = load_drafter(a.drafter or SHIPPED_DRAFTER, target=target, device=a.device,
+                           dtype=torch.float32 if cpu else None)
+    if cpu:
+        print("drafter: run in float32 on the CPU (its checkpoint dtype is kept on an accelerator)",
+              file=sys.stderr)
+    from eagle_nb.loop.recording import Recording
+    rec, lm_head = Recording(a.features), None
+    if a.target and rec.teacher_forced:   # check the dataset text against the target's greedy choice
+        from eagle_nb.io.target_parts import TargetParts
+        lm_head = TargetParts(a.target).lm_head()
+    res = replay(drafter, rec, depth=a.depth, max_new_tokens=a.max_new_tokens, lm_head=lm_head)
+    print(json.dumps(res.summary(), indent=2) if a.json else res.report_text())
+    return 0
+
+
+def speedup_line(result) -> str:
+    """Measured speedup over target-only greedy decoding of the same prompts on this machine."""
+    spec, ref = result.tokens_per_s, result.reference_tokens_per_s
+    if not spec or not ref:
+        return ("speedup: not measured (the target-only reference is decoded only at temperature 0)")
+    return (f"speedup: {spec / ref:.2f}x over target-only greedy decoding on this machine "
+            f"({spec:.0f} vs {ref:.0f} tokens/s)")

@@ -1,0 +1,97 @@
+"""What one fault is: a `Fault` entry of the registry (faults.py), holding every fact about it.
+
+Three kinds: a `switch` is simulated by the kit's loop (`apply` transforms the `Wiring`); a `crash`
+only makes an engine fail (`crash`: the error text and how to recognise it in a log); a `static`
+fault is a property of the files that only the doctor's static checks see. Every entry says
+whether a static check sees it (`static`, required: `NO_STATIC_TRACE` says "none" explicitly), so
+a missing fact is an error when the registry is built, never a silent "no".
+
+Knows nothing about models: the functions an entry holds live in fault_fns.py and
+checkpoints/broken.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+SWITCH, CRASH, STATIC = "switch", "crash", "static"
+KINDS = (SWITCH, CRASH, STATIC)
+
+
+@dataclass(frozen=True)
+class Static:
+    """Which of the doctor's static checks name the fault (ids, the deciding one first; empty:
+    no static trace), what they look at, and whether a *pass* of the deciding check shows that
+    the files cannot have the fault (then the doctor rules it out whatever the acceptance)."""
+    checks: tuple[str, ...]
+    how: str = ""
+    rules_out: bool = False
+    note: str = ""             # a remark after the checks' words (e.g. a variant no check sees)
+
+    @property
+    def check(self) -> str | None:
+        return self.checks[0] if self.checks else None
+
+    @property
+    def text(self) -> str | None:
+        """The catalogue's 'static check' cell: 'lm-head, keys (fail)'; None: no static trace."""
+        if not self.checks:
+            return None
+        return (", ".join(self.checks) + (f" ({self.how})" if self.how else "")
+                + (f"; {self.note}" if self.note else ""))
+
+
+NO_STATIC_TRACE = Static(())
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The fault switched on as a doctor probe: if it clearly *raises* tau, `finding` is what that
+    means and `reveals` the fault the pair has."""
+    finding: str
+    reveals: str
+
+
+@dataclass(frozen=True)
+class Crash:
+    """How the engine fails: its name, a regex matched against each log line, and the error text
+    for a pair's shapes (`text(**shapes)`; fault_fns.py)."""
+    engine: str
+    pattern: str
+    text: Callable[..., str] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    kind: str                  # switch | crash | static
+    story: str                 # what goes wrong, as a user meets it
+    reference: str             # where it is documented publicly
+    fix: str                   # what the user changes to get rid of it
+    static: Static             # what the doctor's static part sees of it (NO_STATIC_TRACE: nothing)
+    apply: Callable | None = field(default=None, repr=False)   # switch: (Wiring, Builds) -> Wiring
+    changes: str = ""          # switch: the Wiring fields `apply` changes, comma-separated
+    severity: int | None = None  # rank when a failing check names it (lower first); None: after all
+    probe: Probe | None = None   # the doctor switches it on as a probe
+    crash: Crash | None = None   # crash: the engine's error
+    checkpoint: Callable | None = field(default=None, repr=False)  # (src, dst): write it into a copy
+    panel: bool = False        # notebook 03's precomputed panel shows it
+    toggle: bool = False       # the live panel offers it as a checkbox
+    layer_shift: int = 0       # the live panel's layer-id control selects it for this shift
+
+    def __post_init__(self):
+        why = []
+        if self.kind not in KINDS:
+            why.append(f"kind {self.kind!r} is not one of {KINDS}")
+        if not (self.story and self.reference and self.fix):
+            why.append("story, reference and fix are required")
+        if not isinstance(self.static, Static):
+            why.append("static must be a Static (NO_STATIC_TRACE when no check sees it)")
+        if (self.kind == SWITCH) != (self.apply is not None and bool(self.changes)):
+            why.append("a switch (and only a switch) has `apply` and `changes`")
+        if (self.kind == CRASH) != (self.crash is not None):
+            why.append("a crash (and only a crash) has `crash`")
+        if (self.panel or self.toggle or self.layer_shift or self.probe) and self.kind != SWITCH:
+            why.append("only a switch can be shown, toggled, shifted or probed")
+        if why:
+            raise ValueError(f"fault {self.name!r}: " + "; ".join(why))

@@ -1,0 +1,225 @@
+"""How each fault of the registry (faults.py) is produced: the switchable faults' transformations
+`(Wiring, Builds) -> Wiring`, and the crash-only faults' error texts for a pair's shapes.
+
+A transformation is pure: it returns `w.but(...)` with the fields it changes and never mutates a
+module; a drafter fault hands over `drafter.variant(...)`, which shares every weight. One that
+cannot happen on this pair raises `NotApplicable`. Costly objects come from `Builds` (memoised).
+
+A crash text is what the engine prints. Where torch itself produces the message (a width mismatch
+inside `fc`, a vocabulary-size mismatch), the same torch operation runs on tensors of the pair's
+shapes and torch's own message is returned, so the text is torch's, not ours.
+
+Knows the drafter and capture APIs and the checkpoint loaders; runs no speculation.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from torch import nn
+
+from eagle_nb.experiment.wiring import Builds, NotApplicable, Wiring
+from eagle_nb.loop.chain import FEATURES_FINAL
+from eagle_nb.model.decoder import engine_style_layers
+from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, RMSNorm, rope_inv_freq, variant
+
+
+# -- switchable faults: loader and target side ------------------------------------------------------
+def engine_drafter(w: Wiring, b: Builds) -> Wiring:
+    if b.speculators_path is None:
+        raise ValueError("layers0-keys-dropped needs a speculators-format checkpoint path")
+
+    def build():
+        from eagle_nb.checkpoints.load import load_drafter_engine_style
+        d, info = load_drafter_engine_style(b.speculators_path, b.target)
+        return d.to(b.drafter.fc.weight.device, b.drafter.fc.weight.dtype), info
+
+    d, info = b.get("engine-style-drafter", build)
+    return w.but(drafter=d, d2t=None,
+                 note=f"engine-style load dropped {len(info['dropped'])} keys and left "
+                      f"{len(info['left_random'])} parameters at random init")
+
+
+def d2t_absolute(w: Wiring, b: Builds) -> Wiring:
+    d2t = w.d2t_in_use()
+    return w.but(d2t=d2t - torch.arange(d2t.numel(), device=d2t.device))
+
+
+def d2t_identity(w: Wiring, b: Builds) -> Wiring:
+    return w.but(d2t=torch.zeros_like(w.d2t_in_use()))
+
+
+def final_hidden(w: Wiring, b: Builds) -> Wiring:
+    return w.but(features=FEATURES_FINAL, fc_policy=FC_ENGINE_WIDTH_CHECK)
+
+
+def wrapper(w: Wiring, b: Builds) -> Wiring:
+    from eagle_nb.model.targets import make_wrapper
+    wrapped = b.get("wrapper", lambda: make_wrapper(b.target))
+    w = w.but(target=wrapped)
+    if engine_style_layers(wrapped) is None:        # what the engine's capture code sees
+        w = final_hidden(w, b).but(
+            note=f"engine-style capture found no `model.layers` on {type(wrapped).__name__}: "
+                 "final hidden state handed over")
+    return w
+
+
+def shift(by: int):
+    def apply(w: Wiring, b: Builds) -> Wiring:
+        return w.but(layer_ids=tuple(i + by for i in w.layer_ids))
+    return apply
+
+
+def heuristic_ids(w: Wiring, b: Builds) -> Wiring:
+    from eagle_nb.model.decoder import num_decoder_layers
+    from eagle_nb.model.layers import eagle3_layers
+    ids = tuple(eagle3_layers(num_decoder_layers(b.target)))
+    if ids == tuple(w.layer_ids):
+        raise NotApplicable(f"the drafter's ids {list(w.layer_ids)} already are the heuristic's")
+    return w.but(layer_ids=ids)
+
+
+# A chat template the drafter never saw in training (its training data were raw text).
+CHAT_TEMPLATE = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def chat_template(w: Wiring, b: Builds) -> Wiring:
+    return w.but(prompt_format=CHAT_TEMPLATE)
+
+
+# -- switchable faults: the drafter ----------------------------------------------------------------
+def with_config(d, **changes):
+    """The drafter with its config fields changed (RoPE table rebuilt when RoPE changes)."""
+    cfg = replace(d.config, **changes)
+    if "rope_theta" in changes or "rope_scaling" in changes:
+        return d.variant(config=cfg, inv_freq=rope_inv_freq(cfg).to(d.inv_freq.device))
+    return d.variant(config=cfg)
+
+
+def seeded(build, seed: int = 0):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build()
+
+
+def embed_random(w: Wiring, b: Builds) -> Wiring:
+    d = w.drafter
+
+    def build():
+        e = d.embed_tokens.weight
+        std = float(e.detach().float().std())
+        emb = nn.Embedding(*e.shape).to(e.device, e.dtype)
+        nn.init.normal_(emb.weight, std=std)            # same scale, no relation to the target
+        return d.variant(embed_tokens=emb)
+    return w.but(drafter=b.get(("embed-random", id(d)), lambda: seeded(build)))
+
+
+def embed_target(w: Wiring, b: Builds) -> Wiring:
+    d = w.drafter
+    t = b.target.get_input_embeddings().weight.detach().to(d.embed_tokens.weight.dtype)
+    own = d.embed_tokens.weight
+    if t.shape == own.shape and torch.allclose(t, own, rtol=1e-2, atol=1e-3):
+        raise NotApplicable("the drafter's embed_tokens already is the target's")
+    emb = nn.Embedding.from_pretrained(t, freeze=True)
+    return w.but(drafter=b.get(("embed-target", id(d)), lambda: d.variant(embed_tokens=emb)))
+
+
+def lm_head_random(w: Wiring, b: Builds) -> Wiring:
+    d = w.drafter
+
+    def build():
+        head = nn.Linear(d.lm_head.in_features, d.lm_head.out_features, bias=False)
+        return d.variant(lm_head=head.to(d.lm_head.weight.device, d.lm_head.weight.dtype))
+    return w.but(drafter=b.get(("lm-head-random", id(d)), lambda: seeded(build)))
+
+
+def flag(name: str, value: bool):
+    def apply(w: Wiring, b: Builds) -> Wiring:
+        d = w.drafter
+        if getattr(d.config, name) == value:
+            raise NotApplicable(f"{name} is already {value} in this drafter's config")
+        v = with_config(d, **{name: value})
+        if name == "norm_before_fc" and value:        # an engine applying a norm never trained
+            p = d.fc.weight
+            v.input_norm = RMSNorm(d.config.fc_in_features, d.config.rms_norm_eps).to(p.device, p.dtype)
+        if name == "norm_before_residual":
+            v.midlayer = variant(d.midlayer, norm_before_residual=value)
+        return w.but(drafter=v)
+    return apply
+
+
+class NoResidualLayer(nn.Module):
+    """The decoder layer with its input residual missing from the output (an output norm that
+    returns `hidden` instead of `hidden + residual`)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, e, g, *args, **kwargs):
+        residual = self.layer.hidden_norm(g) if self.layer.norm_before_residual else g
+        return self.layer(e, g, *args, **kwargs) - residual
+
+
+def residual_bug(w: Wiring, b: Builds) -> Wiring:
+    d = w.drafter
+    return w.but(drafter=d.variant(midlayer=NoResidualLayer(d.midlayer)))
+
+
+def rope_wrong(w: Wiring, b: Builds) -> Wiring:
+    d = w.drafter
+    theta = 500000.0 if d.config.rope_theta != 500000.0 else 10000.0   # a Llama-3 target's value
+    return w.but(drafter=with_config(d, rope_theta=theta),
+                 note=f"draft rope_theta {d.config.rope_theta:g} replaced by {theta:g}")
+
+
+class HalfLinear(nn.Module):
+    """fc computed in float16 (inputs and weight cast), as an fp16 engine does: |x| > 65504
+    becomes inf."""
+
+    def __init__(self, fc: nn.Linear):
+        super().__init__()
+        self.inner = fc
+
+    @property
+    def weight(self):
+        return self.inner.weight
+
+    def forward(self, x):
+        return nn.functional.linear(x.half(), self.inner.weight.half()).to(x.dtype)
+
+
+def fp16_fc(w: Wiring, b: Builds) -> Wiring:
+    d = w.drafter
+    return w.but(drafter=d.variant(fc=HalfLinear(d.fc)))
+
+
+# -- crash-only faults: the engine's error text for a pair's shapes -----------------------------------
+def torch_message(fn) -> str:
+    try:
+        fn()
+    except RuntimeError as e:
+        return str(e).splitlines()[0]
+    raise AssertionError("expected torch to raise")  # pragma: no cover - shapes chosen to fail
+
+
+def fc_width_text(*, tokens=7, fc_in=576, hidden=192, n_states=None, target_hidden=None, **_) -> str:
+    """`n_states` captured states of width `target_hidden` meet an fc expecting `fc_in` inputs."""
+    width = (n_states if n_states is not None else 2) * (target_hidden or hidden)
+    return torch_message(lambda: nn.functional.linear(torch.zeros(tokens, width),
+                                                      torch.zeros(hidden, fc_in)))
+
+
+def vocab_short_text(*, draft_vocab=32000, distinct_tokens=6054, **_) -> str:
+    return torch_message(lambda: torch.zeros(draft_vocab) + torch.zeros(distinct_tokens))
+
+
+def no_capture_text(*, target_class="LlamaForCausalLM", **_) -> str:
+    return f"AttributeError: '{target_class}' object has no attribute 'capture_aux_hidden_states'"
+
+
+def fixed_text(text: str):
+    """A crash whose text does not depend on the pair."""
+    def message(**_) -> str:
+        return text
+    return message

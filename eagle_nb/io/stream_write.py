@@ -1,0 +1,77 @@
+"""Writing a safetensors file tensor by tensor: the header first (names, dtypes, shapes known in
+advance), then each tensor's bytes as its producer yields them, so a checkpoint of any size is
+written holding one chunk at a time. The file is readable by `safetensors` and by io/lazy_weights.py.
+Knows nothing about formats.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import torch
+
+from eagle_nb.io.lazy_weights import ST_DTYPES
+
+ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
+
+
+class Planned:
+    """One tensor to write: its name, dtype, shape and a producer of 1-D chunks in that dtype
+    (concatenated in order they make the flattened tensor)."""
+
+    def __init__(self, name: str, dtype: torch.dtype, shape, chunks: Callable[[], Iterable[torch.Tensor]]):
+        self.name, self.dtype, self.shape, self.chunks = name, dtype, tuple(shape), chunks
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def from_tensor(name: str, t: torch.Tensor, dtype: torch.dtype | None = None,
+                max_bytes: int = 64 << 20) -> Planned:
+    """A tensor already in memory, cast chunk by chunk to `dtype` (its own when None)."""
+    dtype = dtype or t.dtype
+
+    def chunks():
+        flat = t.detach().reshape(-1)
+        step = max(1, max_bytes // max(t.element_size(), 1))
+        for i in range(0, flat.numel(), step):
+            yield flat[i:i + step].to("cpu", dtype)
+    return Planned(name, dtype, t.shape, chunks)
+
+
+def write_safetensors(path, planned: list[Planned], metadata: dict | None = None) -> Path:
+    """Write `planned` to `path` in order. A producer yielding the wrong dtype or byte count is an
+    error (ValueError naming the tensor); the file is then incomplete: write into a temporary
+    directory (files.AtomicDir) so nothing partial is ever left in place."""
+    header, off = {}, 0
+    for p in planned:
+        if p.dtype not in ST_NAMES:
+            raise ValueError(f"{p.name}: dtype {p.dtype} has no safetensors name")
+        header[p.name] = {"dtype": ST_NAMES[p.dtype], "shape": list(p.shape),
+                          "data_offsets": [off, off + p.nbytes]}
+        off += p.nbytes
+    header["__metadata__"] = metadata or {"format": "pt"}
+    blob = json.dumps(header, separators=(",", ":")).encode()
+    blob += b" " * (-len(blob) % 8)
+    path = Path(path)
+    with open(path, "wb") as f:
+        f.write(len(blob).to_bytes(8, "little") + blob)
+        for p in planned:
+            wrote = 0
+            for c in p.chunks():
+                if c.dtype != p.dtype:
+                    raise ValueError(f"{p.name}: producer gave {c.dtype}, planned {p.dtype}")
+                c = c.contiguous()
+                f.write(memoryview(c.view(torch.uint8).numpy()) if c.numel() else b"")
+                wrote += c.numel() * c.element_size()
+            if wrote != p.nbytes:
+                raise ValueError(f"{p.name}: producer gave {wrote} bytes, planned {p.nbytes} "
+                                 f"({p.dtype}{list(p.shape)})")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+    return path

