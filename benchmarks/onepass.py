@@ -23,13 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from eagle_nb.doctor import run as doctor_run  # noqa: E402
-from eagle_nb.experiment import faults as F  # noqa: E402
-from eagle_nb.experiment.pair import Pair, shipped_prompts  # noqa: E402
-from eagle_nb.experiment.setting import Setting, grid  # noqa: E402
-from eagle_nb.loop import target_states as TS  # noqa: E402
+from eagle_nb.doctor import run as doctor_run
+from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.pair import Pair, shipped_prompts
+from eagle_nb.experiment.setting import grid
+from eagle_nb.loop import target_states as TS
 
 
 class Clock:

@@ -45,9 +45,10 @@ def _rewrite(dst: Path, key: str, change) -> None:
     hit = None
     for f in files:
         with safe_open(str(f), "pt") as sf:
-            if key in sf.keys():
+            names = set(sf.keys())
+            if key in names:
                 hit, meta = f, sf.metadata()
-                state = {k: sf.get_tensor(k) for k in sf.keys()}
+                state = {k: sf.get_tensor(k) for k in names}
     if hit is None:
         raise ValueError(f"no `{key}` tensor in {[str(f) for f in files]}")
     state[key] = change(state[key])

@@ -94,8 +94,8 @@ class OnePass:
     def run(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:
         pair = self.pair
         w, st, matches, chain = self.chain(prompts, s, truncate_prompt)
-        notes = list(w.notes) + [f"computed by one pass: {matches.k_max} drafter steps over every "
-                                 f"position of {len(prompts)} prompts ({matches.seconds:.2f}s)"]
+        notes = [*w.notes, (f"computed by one pass: {matches.k_max} drafter steps over every "
+                            f"position of {len(prompts)} prompts ({matches.seconds:.2f}s)")]
         ties = chain.near_ties
         if ties:
             notes.append(f"{len(ties)} draft decisions had a top-2 margin under {OP.NEAR_TIE:g} "

@@ -71,7 +71,7 @@ class Matches:
                         chain.tolist())
         return cache[b]
 
-    def extend(self, other: "Matches") -> None:
+    def extend(self, other: Matches) -> None:
         if other.k_max != self.k_max:
             raise ValueError(f"cannot join passes of depth {self.k_max} and {other.k_max}")
         self.pred += other.pred
