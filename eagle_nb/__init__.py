@@ -43,6 +43,8 @@ _EXPORTS = {
     "Report": "checkpoints.validate", "check_d2t_t2d": "checkpoints.validate",
     "load_drafter_engine_style": "checkpoints.load",
     "build_seed_case": "doctor.seed_case", "preflight": "doctor.preflight",
+    "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
+    "shipped_train_accuracy": "io.train_logs",
 }
 _RENAMED = {"diagnose": "doctor"}
 # Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).

@@ -11,6 +11,8 @@ and is changed in place; `src` is only named in messages. A fault's registry ent
   `offset[i]`, exactly what the kit's `d2t-absolute` switch simulates. (Storing `offset + arange`
   instead sends ids past the vocabulary; vLLM 0.32 CPU then dies with an IndexError on the first
   request, measured here, so that variant is not a silent fault.)
+- `random_embedding`: `embed_tokens.weight` replaced by random normal values of the same scale
+  (an exporter that wrote an untrained embedding; the kit's `embed-random` switch, another draw).
 Knows checkpoint files only.
 """
 from __future__ import annotations
@@ -37,17 +39,30 @@ def shift_aux_ids(by: int):
     return write
 
 
-def d2t_as_absolute(src: Path, dst: Path) -> None:
-    """Store `offset - arange` in place of the d2t offsets."""
+def _rewrite(dst: Path, key: str, change) -> None:
+    """Replace tensor `key` in the weight file of `dst` that holds it by `change(tensor)`."""
     files = sorted(dst.glob("*.safetensors"))
     hit = None
     for f in files:
         with safe_open(str(f), "pt") as sf:
-            if "d2t" in sf.keys():
+            names = set(sf.keys())
+            if key in names:
                 hit, meta = f, sf.metadata()
-                state = {k: sf.get_tensor(k) for k in sf.keys()}
+                state = {k: sf.get_tensor(k) for k in names}
     if hit is None:
-        raise ValueError(f"no `d2t` tensor in {[str(f) for f in files]}")
-    d2t = state["d2t"]
-    state["d2t"] = d2t - torch.arange(d2t.numel(), dtype=d2t.dtype)
+        raise ValueError(f"no `{key}` tensor in {[str(f) for f in files]}")
+    state[key] = change(state[key])
     save_file(state, str(hit), metadata=meta)
+
+
+def d2t_as_absolute(src: Path, dst: Path) -> None:
+    """Store `offset - arange` in place of the d2t offsets."""
+    _rewrite(dst, "d2t", lambda d2t: d2t - torch.arange(d2t.numel(), dtype=d2t.dtype))
+
+
+def random_embedding(src: Path, dst: Path) -> None:
+    """Store a random embed_tokens of the trained one's scale (seeded)."""
+    def change(e):
+        g = torch.Generator().manual_seed(0)
+        return (torch.randn(e.shape, generator=g) * e.float().std()).to(e.dtype)
+    _rewrite(dst, "embed_tokens.weight", change)

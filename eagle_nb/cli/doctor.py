@@ -24,8 +24,10 @@ def add_parser(sub):
     p.add_argument("--prompts", default=None,
                    help="JSON lines file with a 'prompt' field per line (default: the shipped "
                         "evaluation prompts)")
-    p.add_argument("--n-prompts", type=int, default=8, help="measure on the first N prompts")
-    options.max_new_tokens(p, 32)
+    p.add_argument("--n-prompts", type=int, default=None, help="measure on the first N prompts "
+                   "(default: all at T=0, measured by the one pass; 8 at T > 0, the live loop)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="new tokens generated per prompt (default: 64 at T=0, 32 at T > 0)")
     options.temperature(p)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--observed", metavar="LOGFILE", help="a vLLM or SGLang log")
@@ -33,6 +35,10 @@ def add_parser(sub):
     g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
     p.add_argument("--observed-per-position", metavar="A,B,...",
                    help="with --observed-tau: vLLM per-position acceptance rates")
+    t = p.add_mutually_exclusive_group()
+    t.add_argument("--train-log", metavar="FILE", help="the drafter's training log (SpecForge, "
+                   "SafeAILab EAGLE or speculators): do the files reproduce its per-step accuracy?")
+    t.add_argument("--train-acc", metavar="A,B,...", help="training's per-step accuracy acc_1,acc_2,...")
     p.add_argument("--static-only", action="store_true", help="skip the reference-loop measurements")
     p.add_argument("--features", metavar="RECORDING", default=None, help="a recording of the target "
                    "(`eagle-nb record`, or SpecForge / speculators hidden-state files): when the target "
@@ -56,6 +62,7 @@ def run(a) -> int:
                max_new_tokens=a.max_new_tokens, temperature=a.temperature,
                observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
                observed_per_position=per, dynamic=not a.static_only, progress=not a.json,
-               features=a.features, trust_remote_code=a.trust_remote_code)
+               features=a.features, trust_remote_code=a.trust_remote_code,
+               train_log=a.train_log, train_acc=a.train_acc)
     print(d.to_json() if a.json else d.text())
     return 0 if d.healthy else 1

@@ -43,10 +43,15 @@ class Profile:
         return d
 
 
-def _summarise(per_prompt: list[list[int]], depth: int) -> tuple[float, list[float]]:
-    counts = [a for c in per_prompt for a in c]
-    n = len(counts)
-    return 1 + sum(counts) / n, [sum(a > i for a in counts) / n for i in range(depth)]
+def _per_prompt_sums(counts: list[int], depth: int) -> tuple[int, int, list[int]]:
+    """(verify steps, accepted drafts, steps accepting position i) of one prompt: integers, so a
+    resample's totals are exact sums of these (the bootstrap never revisits the counts)."""
+    return len(counts), sum(counts), [sum(a > i for a in counts) for i in range(depth)]
+
+
+def _summarise(sums: list[tuple[int, int, list[int]]], depth: int) -> tuple[float, list[float]]:
+    n = sum(x[0] for x in sums)
+    return 1 + sum(x[1] for x in sums) / n, [sum(x[2][i] for x in sums) / n for i in range(depth)]
 
 
 def profile_from_counts(per_prompt: list[list[int]], depth: int, seed: int = 0) -> Profile:
@@ -54,11 +59,12 @@ def profile_from_counts(per_prompt: list[list[int]], depth: int, seed: int = 0) 
     per_prompt = [list(c) for c in per_prompt if c]
     if not per_prompt:
         raise ValueError("no verify steps: nothing to profile")
-    tau, per = _summarise(per_prompt, depth)
+    sums = [_per_prompt_sums(c, depth) for c in per_prompt]
+    tau, per = _summarise(sums, depth)
     rng = random.Random(seed)
     taus, pers = [], []
     for _ in range(BOOTSTRAP if len(per_prompt) > 1 else 0):
-        sample = [per_prompt[rng.randrange(len(per_prompt))] for _ in per_prompt]
+        sample = [sums[rng.randrange(len(sums))] for _ in sums]
         t, p = _summarise(sample, depth)
         taus.append(t)
         pers.append(p)

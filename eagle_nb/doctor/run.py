@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from eagle_nb.doctor import crashes, ranking
+from eagle_nb.doctor import crashes, ranking, training
 from eagle_nb.doctor.diagnosis import Check, Diagnosis, Hypothesis, Probe, Verdict
 from eagle_nb.doctor.measure import first_line, measure_profiles
 from eagle_nb.experiment import faults as F
@@ -37,9 +37,10 @@ def measure(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature
             faults=None, progress: bool = True) -> tuple[dict, dict]:
     """({name: Profile} for 'healthy' and every fault that applies, {name: why it was skipped})."""
     names = [f.name for f in F.FAULTS] if faults is None else list(faults)
-    by_t, errors = measure_profiles(pair, prompts, names, depth=depth, temperatures=(temperature,),
-                                    max_new_tokens=max_new_tokens, progress=progress,
-                                    desc=f"doctor: measuring faults (k={depth}, T={temperature})")
+    with pair.one_pass.depths_up_to(depth):      # one depth: no deeper drafter steps
+        by_t, errors = measure_profiles(pair, prompts, names, depth=depth, temperatures=(temperature,),
+                                        max_new_tokens=max_new_tokens, progress=progress,
+                                        desc=f"doctor: measuring faults (k={depth}, T={temperature})")
     profiles = {n: p[temperature] for n, p in by_t.items() if n not in errors}
     return profiles, {n: f"{type(e).__name__}: {first_line(e, 200)}" for n, e in errors.items()}
 
@@ -183,17 +184,31 @@ def verdict(checks, obs, ranked, probe_list, profiles) -> Verdict:
                    f"z {dist:.1f}): {story}{tail}", fix, conf, "observation", also)
 
 
-def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int = 8,
-           max_new_tokens: int = 32, temperature: float = 0.0, observed_log=None,
+# What the doctor measures on. Greedy chains come from the one pass (onepass_runs.py), cheap enough
+# for every shipped prompt x 64 tokens, where a drafter with layer ids shifted by one is named by the
+# probe (+0.16 +- 0.04 on the shipped pair; 8 x 32 gave +0.10 +- 0.08). T > 0: live loop, 8 x 32.
+WORKLOAD = {"one-pass": (None, 64), "live loop": (8, 32)}     # (prompts, new tokens); None: all
+
+
+def workload(temperature: float, n_prompts: int | None, max_new_tokens: int | None) -> tuple:
+    n, new = WORKLOAD["one-pass" if temperature == 0 else "live loop"]
+    return (n if n_prompts is None else n_prompts), (new if max_new_tokens is None else max_new_tokens)
+
+
+def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_prompts: int | None = None,
+           max_new_tokens: int | None = None, temperature: float = 0.0, observed_log=None,
            observed_url=None, observed_tau=None, observed_per_position=None, dynamic: bool = True,
            faults=None, pair=None, progress: bool = True, features=None,
-           trust_remote_code: bool = False) -> Diagnosis:
+           trust_remote_code: bool = False, train_log=None, train_acc=None) -> Diagnosis:
     """Diagnose a drafter (checkpoint directory) against a target (directory; default: the shipped
     target) and, optionally, what the engine reported. `prompts` is a list of strings or a JSON-lines
     file; `dynamic=False` runs the static part only; `faults` limits the measured faults (default:
     the whole registry); `pair` reuses an already loaded `session.Pair` (and its run cache). A target
     that cannot run here (preflight.py) is never loaded: an observation is then ranked against the
-    catalogue's fault signatures, relative to a healthy tau replayed from `features` if given."""
+    catalogue's fault signatures, relative to a healthy tau replayed from `features` if given.
+    `n_prompts` / `max_new_tokens` default to `WORKLOAD` (all shipped prompts x 64 at T = 0).
+    `train_log` (a SpecForge / SafeAILab EAGLE / speculators log) or `train_acc` (per-step
+    accuracies, e.g. "0.8,0.6") adds the check that the files reproduce training's accuracy."""
     from eagle_nb.doctor.observed import read_observation
     from eagle_nb.doctor.preflight import plan, preflight
     from eagle_nb.doctor.static_checks import run_static
@@ -203,6 +218,8 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     obs = read_observation(log=observed_log, url=observed_url, tau=observed_tau,
                            per_position=observed_per_position, depth=depth)
     k = depth or (obs.depth if obs is not None and obs.depth else 4)
+    train = training.read_training(train_log, train_acc)
+    n_prompts, max_new_tokens = workload(temperature, n_prompts, max_new_tokens)
     inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
     pre = None if pair is not None else preflight(target_path, trust_remote_code=trust_remote_code)
@@ -246,8 +263,12 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
                             trust_remote_code=trust_remote_code)
         checks.append(fc_range_check(pair, plist))
         profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
+        how = "one pass (exact greedy chain acceptance)" if temperature == 0 else "the live loop"
+        notes.append(f"faults measured by {how} on {len(plist)} prompts x {max_new_tokens} tokens")
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)
+        if train is not None:
+            checks.append(training.train_accuracy(pair, plist, train, k, max_new_tokens, checks))
     if not profiles and obs is not None and obs.tau == obs.tau and not obs.crash_lines and rep.ok \
             and not any(c.status == "fail" for c in checks):      # 2'. the catalogue's signatures
         from eagle_nb.doctor.signatures import offline

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from eagle_nb.checkpoints.broken import d2t_as_absolute, shift_aux_ids
+from eagle_nb.checkpoints.broken import d2t_as_absolute, random_embedding, shift_aux_ids
 from eagle_nb.experiment import fault_fns as fn
 from eagle_nb.experiment.fault_entry import (CRASH, NO_STATIC_TRACE, STATIC, SWITCH, Crash, Fault,
                                              Probe, Static)
@@ -50,7 +50,7 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "SGLang replaces it with the target's", "docs/faults.md (lightseekorg/TorchSpec #38)",
           "drop embed_tokens from the checkpoint (engines then take the target's)",
           Static(("embed-tokens",), "warn: own embedding unrelated to the target's", rules_out=True),
-          apply=fn.embed_random, changes="drafter"),
+          apply=fn.embed_random, changes="drafter", checkpoint=random_embedding),
     Fault("embed-target-forced", SWITCH,
           "the engine overwrites the drafter's own trained embed_tokens with the target's",
           "docs/faults.md (vllm PR #27732/#27737 -> #28549)",

@@ -1,7 +1,9 @@
 """A loaded target + drafter pair and the computing the CLI, notebooks and panels call:
 `Pair.run(prompts, setting) -> RunResult` and `Pair.sweep(prompts, settings) -> Sweep`.
 
-A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
+Greedy chain settings (T = 0, no reference check) are computed by one pass over every depth
+(onepass_runs.py); sampling, trees and reference checks by the live loop. Each result says which
+(`RunResult.computed_by`). A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
 registry order; costly fault objects are built once per pair by `faults.Builds`) and hands its
 fields to `speculate.generate` as explicit arguments. Results are cached per (prompts, setting),
 so panels redraw without recomputing. Knows nothing about plotting or HTML.
@@ -14,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.onepass_runs import OnePass
 from eagle_nb.experiment.results import RunResult, Sweep
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.paths import (
@@ -49,6 +52,10 @@ class Pair:
         self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
         self.builds = F.Builds(self.target, self.drafter, self.speculators_path)
         self._cache: dict = {}
+        # Greedy chains (T = 0, no reference check) come from one pass (onepass_runs.py); set
+        # False to run them through the live loop too.
+        self.use_one_pass = True
+        self.one_pass = OnePass(self)
 
     def wiring(self, setting: Setting = Setting()) -> F.Wiring:
         """What the loop is given under `setting`: the healthy wiring with its faults applied."""
@@ -73,8 +80,8 @@ class Pair:
         elif fields:
             raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
         prompts = tuple(check_prompts(prompts))
-        key = (prompts, setting, check_reference, truncate_prompt)
-        checked = (prompts, setting, True, truncate_prompt)
+        key = (prompts, setting, check_reference, truncate_prompt, self.use_one_pass)
+        checked = (prompts, setting, True, truncate_prompt, self.use_one_pass)
         if not check_reference and checked in self._cache:
             return self._cache[checked]          # same run, with the reference check as well
         if key not in self._cache:
@@ -83,6 +90,8 @@ class Pair:
 
     def _run(self, prompts, s: Setting, check_reference: bool, progress: bool,
              truncate_prompt: bool = False) -> RunResult:
+        if self.use_one_pass and self.one_pass.applies(s, check_reference):
+            return self.one_pass.run(prompts, s, truncate_prompt)
         w = self.wiring(s)
         eos = self.tokenizer.eos_token_id
         stats, outputs, match, ref_s = [], [], [], 0.0

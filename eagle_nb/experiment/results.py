@@ -27,6 +27,7 @@ class RunResult:
     reference_match: list[bool] | None = None
     reference_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    computed_by: str = "live loop"   # or "one-pass" (loop/onepass.py: greedy chains, no timings)
 
     @property
     def label(self) -> str:
@@ -54,7 +55,8 @@ class RunResult:
 
     def summary(self) -> dict:
         """JSON-ready: the setting, what the loop was given, every metric, the run-level fields."""
-        return {"setting": self.setting.as_dict(), **self.wiring, "outputs": self.outputs,
+        return {"setting": self.setting.as_dict(), "computed_by": self.computed_by, **self.wiring,
+                "outputs": self.outputs,
                 **M.summary(self.metrics), **{f: getattr(self, f) for f, _ in RUN_FIELDS},
                 "notes": self.notes}
 
@@ -64,10 +66,12 @@ class RunResult:
             v = getattr(self, f)
             if v is not None and f != "reference_tokens_per_s":
                 col[label] = round(v, 1) if isinstance(v, float) else v
+        col["computed by"] = self.computed_by
         return col
 
     def report_text(self) -> str:
-        lines = [f"setting: {self.setting.as_dict()}", f"given: {self.wiring}",
+        lines = [f"setting: {self.setting.as_dict()}", f"computed by: {self.computed_by}",
+                 f"given: {self.wiring}",
                  *[f"note: {n}" for n in self.notes], *M.report_lines(self.metrics)]
         for f, label in RUN_FIELDS:
             v = getattr(self, f)

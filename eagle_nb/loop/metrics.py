@@ -36,6 +36,10 @@ class AcceptanceMetrics:
     # from prefill counted), averaged over requests; None when completion counts were not given.
     sglang_spec_accept_length: float | None = None
     num_draft_tokens: int | None = None       # nodes verified per step, root included (chain: k + 1)
+    # Training's per-step accuracy acc_j: step j's draft equals the target's token when steps < j
+    # were fed the target's tokens (teacher forcing). Only the one pass computes it (onepass.py).
+    teacher_forced_accuracy: list[float] | None = None
+    teacher_forced_chain_accuracy: list[float] | None = None   # steps 0..j all right (speculators)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +89,16 @@ METRICS: tuple[Metric, ...] = (
            "completion tokens / verify steps per request (prefill token included), mean over "
            "requests", "SGLang meta_info spec_accept_length (tokenizer_manager.py, 0.5.14)",
            lambda v: "-" if v is None else round(v, 3)),
+    Metric("teacher_forced_accuracy", "acc_j: teacher-forced per-step accuracy (training's acc)",
+           "#committed positions where draft step j (steps < j fed the target's tokens, not the "
+           "drafts) equals the target's token / #such positions, j = 1..k",
+           "SpecForge / SafeAILab EAGLE / speculators training logs (acc per TTT step); computed "
+           "by the one pass only", lambda v: "-" if v is None else _list(v)),
+    Metric("teacher_forced_chain_accuracy", "full_acc_j: teacher-forced chained accuracy",
+           "#committed positions where draft steps 0..j (fed the target's tokens) are all right / "
+           "#such positions, j = 1..k",
+           "speculators training logs full_acc_j (cond_acc_j = full_acc_j / full_acc_j-1); "
+           "computed by the one pass only", lambda v: "-" if v is None else _list(v)),
 )
 FORMULAS = {m.name: m.definition for m in METRICS}
 

@@ -8,6 +8,10 @@ therefore reproduces its accept counts; the only difference is floating-point: t
 computes committed states in chunks of k+1 tokens, the recording one token at a time (equal up to
 ~1e-6; a tie in the drafter's argmax could flip, the test on the shipped pair checks it does not).
 
+By default the depth is answered by one drafter pass over every position of `batch_size` records
+at a time (onepass.py, exact for the same reason); `one_pass=False` replays the loop's drafter calls
+step by step (`replay_record`, the reference the one pass is tested against).
+
 For teacher-forced recordings (SpecForge / speculators training files) the "continuation" is
 dataset text, so τ is an estimate; results carry that label. Memory: the drafter plus one record.
 Knows nothing about targets or checkpoint files; greedy only.
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from eagle_nb.loop import onepass as OP
 from eagle_nb.loop.chain import SpecStats, VerifyStep, accept_greedy
 from eagle_nb.loop.metrics import (
     AcceptanceMetrics,
@@ -32,15 +37,23 @@ from eagle_nb.loop.records import Record, RecordingError
 from eagle_nb.model.layers import eagle3_layers
 
 
-@torch.no_grad()
-def replay_record(drafter, rec: Record, depth: int, max_new_tokens: int, eos_token_id=None) -> SpecStats:
-    """One prompt's greedy speculation at `depth`, target tokens and features from `rec`."""
+def check_record(rec: Record, depth: int, max_new_tokens: int) -> int:
+    """Tokens a depth-`depth` replay of `max_new_tokens` reads from `rec` (prompt included)."""
     S, T0, F = rec.input_ids, rec.prompt_len, rec.aux
     need = T0 + max_new_tokens + depth
     if S.numel() < need or F.shape[0] < T0 + max_new_tokens - 1:
         raise RecordingError(f"record {rec.name}: {S.numel() - T0} recorded tokens after the prompt; "
                              f"max_new_tokens={max_new_tokens} at depth {depth} needs "
                              f"{max_new_tokens + depth}")
+    return need
+
+
+@torch.no_grad()
+def replay_record(drafter, rec: Record, depth: int, max_new_tokens: int, eos_token_id=None) -> SpecStats:
+    """One prompt's greedy speculation at `depth`, target tokens and features from `rec`: the live
+    loop's drafter calls step by step (the reference the one pass is tested against)."""
+    S, T0, F = rec.input_ids, rec.prompt_len, rec.aux
+    check_record(rec, depth, max_new_tokens)
     t_start = time.perf_counter()
     dev, fdtype = drafter.fc.weight.device, drafter.fc.weight.dtype
     stats = SpecStats(depth, 0.0, T0)
@@ -90,6 +103,7 @@ class ReplayResult:
     estimate: bool                            # teacher-forced features: tau is an estimate
     seconds: float
     notes: list[str] = field(default_factory=list)
+    computed_by: str = "one-pass"
 
     @property
     def new_tokens(self) -> int:
@@ -97,7 +111,7 @@ class ReplayResult:
 
     def summary(self) -> dict:
         m = self.metrics
-        return {"setting": self.setting, "tau_is_estimate": self.estimate,
+        return {"setting": self.setting, "computed_by": self.computed_by, "tau_is_estimate": self.estimate,
                 "accept_length": m.accept_length, "per_position_acceptance": m.per_position_acceptance,
                 "draft_acceptance_rate": m.draft_acceptance_rate, "conditional_alpha": m.conditional_alpha,
                 "accept_histogram": m.accept_histogram, "verify_steps": m.verify_steps,
@@ -110,9 +124,43 @@ class ReplayResult:
         label = "ESTIMATE (teacher-forced dataset text)" if self.estimate else "exact (recorded greedy output)"
         return "\n".join([f"setting: {self.setting}", *[f"note: {n}" for n in self.notes],
                           f"accept length (tau): {s['accept_length']:.3f} over {s['verify_steps']} "
-                          f"verify steps, {label}",
+                          f"verify steps, {label}; computed by {self.computed_by}",
                           f"SGLang: {s['sglang_log_line']}", f"vLLM: {s['vllm_log_line']}",
                           f"replay: {s['replay_s']:.2f}s, {s['replay_s_per_1k_tokens']:.2f}s per 1k tokens"])
+
+
+class OnePassBatch:
+    """Records gathered `batch_size` at a time, each cut to what a depth-k replay reads (so only
+    the batch's slices stay in memory), then match lengths per batch and one walk at the end."""
+
+    def __init__(self, drafter, depth: int, batch_size: int):
+        self.drafter, self.depth, self.batch_size = drafter, depth, batch_size
+        self.ids, self.lens, self.budgets, self.feats = [], [], [], []
+        self.matches = OP.Matches(depth, [], [], [])
+        self.done = 0
+
+    def add(self, r: Record, n: int) -> None:
+        need = check_record(r, self.depth, n)
+        self.ids.append(r.input_ids[:need].clone())
+        self.feats.append(r.aux[:OP.columns_needed(r.prompt_len, n)].clone())
+        self.lens.append(r.prompt_len)
+        self.budgets.append(n)
+        if len(self.feats) - self.done >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        a = self.done
+        if a == len(self.feats):
+            return
+        m = OP.match_lengths(self.drafter, self.ids[a:], self.feats[a:], self.lens[a:],
+                             self.budgets[a:], self.depth, batch_size=self.batch_size)
+        self.matches.extend(m)
+        self.feats[a:] = [None] * (len(self.feats) - a)      # features are not needed again
+        self.done = len(self.feats)
+
+    def finish(self, eos_token_id) -> OP.ChainRun:
+        self.flush()
+        return OP.chain_run(self.matches, self.ids, self.lens, self.depth, self.budgets, eos_token_id)
 
 
 def check_layers(drafter, recording: Recording) -> list[str]:
@@ -142,7 +190,8 @@ def greedy_agreement(rec: Record, lm_head: torch.Tensor) -> tuple[int, int]:
 
 
 def replay(drafter, recording, depth: int = 4, max_new_tokens: int | None = None,
-           eos_token_id=None, progress: bool = True, lm_head: torch.Tensor | None = None) -> ReplayResult:
+           eos_token_id=None, progress: bool = True, lm_head: torch.Tensor | None = None,
+           one_pass: bool = True, batch_size: int = 16) -> ReplayResult:
     """Replay every record of `recording` (a path or `Recording`) at `depth`. `max_new_tokens`
     defaults to the recorded budget (our format) or to what each teacher-forced record holds.
     With the target's `lm_head` (e.g. `TargetParts(dir).lm_head()`), teacher-forced records that
@@ -160,19 +209,28 @@ def replay(drafter, recording, depth: int = 4, max_new_tokens: int | None = None
         eos_token_id = rec.meta.get("eos_token_id")
     t0 = time.perf_counter()
     stats, agree, checked, missing_final = [], 0, 0, 0
+    batch = OnePassBatch(drafter, depth, batch_size) if one_pass else None
     for r in tqdm(rec, total=len(rec), desc=f"replay k={depth}", disable=not progress, leave=False):
         avail = r.input_ids.numel() - r.prompt_len - depth     # tokens a depth-k replay can verify
         n = min(budget, avail) if (budget and rec.teacher_forced) else (budget or avail)
         if n < 1:
             raise RecordingError(f"{rec.path}: record {r.name} has {avail + depth} tokens after its "
                                  f"prompt, too few for depth {depth}")
-        stats.append(replay_record(drafter, r, depth, n, eos_token_id))
+        if batch is None:
+            stats.append(replay_record(drafter, r, depth, n, eos_token_id))
+        else:
+            batch.add(r, n)
         if rec.teacher_forced and lm_head is not None:
             if r.final is None:
                 missing_final += 1
             else:
                 a, c = greedy_agreement(r, lm_head)
                 agree, checked = agree + a, checked + c
+    metrics = None
+    if batch is not None:
+        run = batch.finish(eos_token_id)
+        stats, metrics = run.stats, run.metrics
+        notes.append(f"computed by one pass ({depth} drafter steps over every position)")
     estimate = rec.teacher_forced
     if checked:
         notes.append(f"dataset text is the target's greedy token at {agree}/{checked} positions "
@@ -183,4 +241,6 @@ def replay(drafter, recording, depth: int = 4, max_new_tokens: int | None = None
     setting = {"depth": depth, "max_new_tokens": budget or "all recorded", "recording": str(rec.path),
                "target": rec.meta.get("target"), "layer_ids_hf": rec.layer_ids,
                "source": rec.meta.get("source")}
-    return ReplayResult(setting, stats, from_stats(stats), estimate, time.perf_counter() - t0, notes)
+    return ReplayResult(setting, stats, metrics or from_stats(stats), estimate,
+                        time.perf_counter() - t0, notes,
+                        OP.COMPUTED_BY if batch is not None else "live loop (step by step)")

@@ -24,6 +24,7 @@ from eagle_nb.model.capture import capture
 from eagle_nb.model.config import DrafterConfig
 from eagle_nb.model.drafter import Eagle3Drafter
 from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.model.ttt import ttt_forward  # noqa: F401 - the trainer's TTT, re-exported
 from eagle_nb.train import corpus
 
 
@@ -94,46 +95,6 @@ def build_vocab_map(token_ids: torch.Tensor, vocab_size: int, draft_vocab_size: 
 
 
 # -- (3) training-time test ------------------------------------------------------------------------
-class StepKeys:
-    """The key store of the training-time test, in the drafter's cache protocol (`update`): every
-    unrolled step appends its keys (B, nkv, T, hd) beside the earlier steps' and attention sees
-    them all, under the mask `ttt_mask` lays out."""
-
-    def __init__(self):
-        self.k, self.v = [], []
-
-    def update(self, layer: int, start: int, k, v):
-        self.k.append(k)
-        self.v.append(v)
-        return torch.cat(self.k, 2), torch.cat(self.v, 2)
-
-
-def ttt_mask(T: int, j: int, device=None) -> torch.Tensor:
-    """(T, T*(j+1)) bool: column t of step j sees step-0 keys of columns <= t (causal) and its own
-    column's keys of steps 1..j (a diagonal per step)."""
-    cols = torch.arange(T, device=device)
-    causal = cols[None, :] <= cols[:, None]
-    eye = torch.eye(T, dtype=torch.bool, device=device)
-    return torch.cat([causal] + [eye] * j, 1)
-
-
-def ttt_forward(drafter: Eagle3Drafter, ids: torch.Tensor, feats: torch.Tensor, steps: int):
-    """Unrolled draft steps over a batch. ids (B, T+steps) are data tokens; feats (B, T, n*Ht) the
-    target features of tokens 0..T-1. Column t of step j pairs token t+1+j with the step-(j-1)
-    state of column t (step 0: target features) at position t+j, attends to step-0 keys of columns
-    <= t and to its own column's keys of steps 1..j, and predicts token t+j+2. Each step is the
-    drafter's own `step`; training supplies only the key layout (`StepKeys`, `ttt_mask`).
-    Returns a list of draft logits (B, T, Vd), one per step."""
-    T = feats.shape[1]
-    g = drafter.fuse(feats)                                            # (B, T, H)
-    keys, outs = StepKeys(), []
-    for j in range(steps):
-        logits, g = drafter.step(ids[:, 1 + j:1 + j + T], g, keys, start=j,
-                                 mask=ttt_mask(T, j, ids.device))
-        outs.append(logits)                                            # (B, T, Vd)
-    return outs
-
-
 def ttt_loss(outs, target_logits, t2d, T: int):
     """Soft CE per step against the target distribution restricted to the draft vocab, masking
     positions whose target argmax is outside it. target_logits (B, T+steps, V): position p

@@ -47,6 +47,7 @@ def trace_table(result, tokenizer=None, prompt: int = 0, max_steps: int | None =
         for i, t in enumerate(step.draft_tokens):
             flag = "✓" if i < a else ("✗" if i == a else "·")
             marks.append(f"{flag}{token_text(tokenizer, t)!r}")
+        marks += ["·(not computed)"] * (st.depth - len(step.draft_tokens))   # one pass: after a rejection
         kind = "correction" if a < len(step.draft_tokens) else "bonus"
         rows.append({"step": n, "accepted": a, "drafts": "  ".join(marks),
                      "target token": f"{token_text(tokenizer, step.target_tokens[a])!r} ({kind})"})

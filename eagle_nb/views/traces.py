@@ -57,6 +57,8 @@ def plot_trace(result, tokenizer=None, prompt: int = 0, max_steps: int = 16) -> 
     for r, s in enumerate(steps):
         for c in range(k):
             grid[r, c] = 1 if c < s.accepted else (2 if c == s.accepted else 0)
+            if c >= len(s.draft_tokens):      # one pass: drafts after a rejection are not computed
+                continue
             label = _text(token_text(tokenizer, s.draft_tokens[c]))
             if c == s.accepted:     # the target's token at the rejection, shown after an arrow
                 label = f"{_line(token_text(tokenizer, s.draft_tokens[c]))}\n→" \

@@ -119,6 +119,46 @@ def test_embedding_probe_finds_a_random_drafter_embedding(tmp_path):
     assert "the target's embedding fits better" in d.verdict.summary
 
 
+def test_layer_ids_shifted_by_one_are_named_without_an_observation(tmp_path):
+    """A drafter whose config writes its aux ids one boundary late ([3, 5, 6] for [2, 4, 5]),
+    no observation: at the default workload (every shipped prompt x 64 tokens, by the one pass)
+    the probe reading one boundary earlier clearly raises tau and the verdict names the shift
+    (at 8 prompts x 32 tokens it measured +0.10 +- 0.08: "not clearly better")."""
+    def shift(cfg):
+        cfg["eagle_aux_hidden_state_layer_ids"] = [3, 5, 6]
+    out = plant(tmp_path, config=shift)
+    d = doctor(out, depth=K, faults=["layer-ids-1", "layer-ids+1"], progress=False)
+    probe = next(p for p in d.probes if p.name == "layer-ids-1")
+    assert probe.better, d.text()
+    assert d.verdict.cause == "layer-ids+1" and d.verdict.basis == "probe", d.verdict
+    assert d.inputs["prompts"] == len(shipped_prompts()) and d.inputs["max_new_tokens"] == 64
+    assert any("one pass" in n for n in d.notes)
+
+
+def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
+    """With the shipped drafter's training accuracy as a SafeAILab EAGLE log: the shipped files
+    reproduce it (check passes: look at serving); a checkpoint whose fc input blocks were
+    reordered by a converter (no shape changes, no static trace) does not (check fails, verdict:
+    the checkpoint itself)."""
+    acc = json.loads((SHIPPED_DRAFTER_SPECULATORS.parent / "drafter_metrics.json").read_text())
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"Train Epoch [3/3], position {i},  Acc: {a:.2f}\n"
+                           for i, a in enumerate(acc["train_accuracy_per_step_ema"])))
+    kw = dict(depth=K, n_prompts=N, max_new_tokens=NEW, faults=["fc-bypass"], progress=False)
+    good = doctor(SHIPPED_DRAFTER_SPECULATORS, train_log=log, **kw).check("train-accuracy")
+    assert good.status == "pass" and "serving side" in good.evidence, good
+
+    def reorder_fc(st):
+        st["fc.weight"] = torch.cat(st["fc.weight"].chunk(3, dim=1)[::-1], dim=1).contiguous()
+        return st
+    bad = doctor(plant(tmp_path, weights=reorder_fc), train_log=log, **kw)
+    c = bad.check("train-accuracy")
+    assert c.status == "fail" and "not reproduced" in c.evidence, c
+    assert bad.verdict.basis == "static" and "train-accuracy" in bad.verdict.summary, bad.verdict
+    typed = doctor(SHIPPED_DRAFTER_SPECULATORS, train_acc="0.99,0.99", **kw).check("train-accuracy")
+    assert typed.status == "fail" and "(given)" in typed.evidence
+
+
 def test_catalogue_table_has_every_fault_and_crash_text(pair):
     """The catalogue measures each registered fault (or says why it does not apply) and lists
     the crash-only faults with their error text; the markdown table has one row per entry."""

@@ -43,7 +43,7 @@ def test_every_entry_is_complete_and_consistent():
     assert set(F.TOGGLES) <= set(F.PANEL) and F.SHIFTS == {0: None, 1: "layer-ids+1", -1: "layer-ids-1"}
     for f in F.of_kind(F.CRASH):
         assert [n for n, _ in crashes.recognise(crashes.reproduce(f.name))] == [f.name]
-    assert checkpoint_faults() == ("d2t-absolute", "layer-ids+1", "layer-ids-1")
+    assert checkpoint_faults() == ("embed-random", "d2t-absolute", "layer-ids+1", "layer-ids-1")
 
 
 def test_a_missing_fact_fails_loudly():

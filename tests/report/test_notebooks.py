@@ -180,6 +180,11 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
     assert mean["fc-bypass, T=1"] < mean["healthy, T=1"] - 0.2, mean
     html = html_of(built, "04_acceptance_vs_depth")
     assert len(re.findall(r'<div class="enb-state"', html)) == 2 * 8
+    # the width axis: the chain at `depth` (one pass) beside three tree shapes (live loop); the
+    # widest tree (16 nodes) accepts more per step than the chain
+    width = rec(built, "04_acceptance_vs_depth")["tau_vs_width"]
+    assert len(width) == 4 and width["healthy, tree 4/4/16"] > width["healthy"], width
+    assert width["healthy"] == tau["healthy, T=0"]["4"]
 
 
 def test_index_tells_the_fault_story(built):
@@ -302,13 +307,18 @@ def test_05_engine_agrees_with_reference_and_ablation(built):
 def test_06_doctor_verdicts(built):
     """The shipped pair passes the static part (no fail, healthy); tau 1.05 at k = 4 is blamed on a
     near-zero-acceptance fault with the healthy pair far down the ranking; a vLLM log written from
-    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture); the seed's
-    case (Kimi-K2.5 wrapper target that cannot run here, SGLang log) leads with wrapper-capture,
-    from the catalogue's signatures, at the depth the log implies."""
+    the loop under fc-bypass is attributed to fc-bypass (or its twin, wrapper-capture); the shipped
+    training accuracy is reproduced by the shipped files and not by a copy with a random embedding;
+    the seed's case (Kimi-K2.5 wrapper target that cannot run here, SGLang log) leads with
+    wrapper-capture, from the catalogue's signatures, at the depth the log implies."""
     r = rec(built, "06_doctor")
     assert r["static"]["cause"] == "healthy" and "fail" not in r["static"]["statuses"].values()
     assert r["observed"]["cause"] != "healthy" and r["observed"]["healthy_rank"] >= 2
     assert {r["from_log"]["cause"], *r["from_log"]["also"]} >= {"fc-bypass"}
+    # training accuracy: reproduced by the shipped files (serving is blamed), not by an exported
+    # checkpoint with a random embed_tokens (named by the verdict)
+    assert r["training"]["trains_fine"] == "pass" and r["training"]["trains_fine_cause"] != "healthy"
+    assert r["training"]["converted"] == "fail" and r["training"]["converted_cause"] == "embed-random"
     seed = r["seed_case"]
     assert seed["cause"] == "wrapper-capture" == seed["top"][0] and seed["basis"] == "signature"
     assert seed["layout"] == "warn" and seed["depth"] == 4

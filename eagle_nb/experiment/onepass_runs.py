@@ -1,0 +1,112 @@
+"""`Pair.run`'s path for greedy chains: one target pass per (target, prompts), one drafter pass
+per wiring, every depth from a walk (loop/onepass.py).
+
+The target pass (loop/target_states.py) decodes the prompts greedily for max_new_tokens + K_MAX
+tokens and keeps every layer's states and the final state, so every fault that changes only the
+drafter side, the captured layer ids or the handed-over state reads the same pass; a fault that
+changes the target object (the multimodal wrapper) or the prompt text (a chat template) gets its
+own. The drafter pass computes match lengths up to K_MAX (or the setting's depth if deeper), so a
+sweep over depths 1..8 costs one drafter pass per wiring. Prompts are encoded, fitted and checked
+exactly as the live loop does them, and the wiring is the pair's (`Pair.wiring`), so errors read
+the same. Results say `computed_by="one-pass"`, carry no timings, and note any draft decision
+whose top-2 margin was under `onepass.NEAR_TIE` (where batched numerics could differ).
+
+Knows the pair's attributes (target, tokenizer, wiring, encode); nothing about plotting.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from eagle_nb.experiment.results import RunResult
+from eagle_nb.experiment.setting import Setting
+from eagle_nb.loop import onepass as OP
+from eagle_nb.loop import target_states as TS
+from eagle_nb.model.limits import context_length, fit_prompt
+
+K_MAX = 8        # depths computed together by default (the kit's sweeps go to 8)
+
+
+class OnePass:
+    """Caches of one pair: target passes by (target object, prompt ids), drafter passes by
+    (prompts, faults, layer override, new tokens)."""
+
+    def __init__(self, pair, batch_size: int = 16):
+        self.pair, self.batch_size = pair, batch_size
+        self.k_max = K_MAX             # depths computed together (a deeper setting computes more)
+        self._states: dict = {}
+        self._matches: dict = {}
+        self._encoded: dict = {}
+
+    def encode(self, text: str):
+        if text not in self._encoded:
+            self._encoded[text] = self.pair.encode(text)
+        return self._encoded[text]
+
+    def applies(self, s: Setting, check_reference: bool) -> bool:
+        return s.temperature == 0 and not s.is_tree and not check_reference
+
+    def states(self, target, ids: list, n_tokens: int) -> TS.TargetStates:
+        """The target's greedy continuations (>= n_tokens) and states for these prompt ids."""
+        key = (id(target), tuple(tuple(x.reshape(-1).tolist()) for x in ids))
+        st = self._states.get(key)
+        if st is None or min(x.numel() - T0 for x, T0 in zip(st.ids, st.prompt_lens)) < n_tokens:
+            st = TS.from_target(target, ids, n_tokens, batch_size=self.batch_size)
+            self._states[key] = st
+        return st
+
+    def depth_max(self, ids: list, s: Setting) -> int:
+        ctx = context_length(self.pair.target)
+        k = max(self.k_max, s.depth)
+        if ctx is not None and any(x.shape[-1] + s.max_new_tokens + k > ctx for x in ids):
+            k = s.depth                       # fit_prompt checked that the setting's depth fits
+        return k
+
+    @contextlib.contextmanager
+    def depths_up_to(self, k: int):
+        """Compute only depths 1..k in this block (a caller that needs one depth, e.g. the
+        doctor); results are the same, a deeper request later recomputes."""
+        old, self.k_max = self.k_max, k
+        try:
+            yield
+        finally:
+            self.k_max = old
+
+    def chain(self, prompts: tuple, s: Setting, truncate_prompt: bool = False):
+        """(wiring, target states, drafter pass, ChainRun) for a greedy chain setting."""
+        pair = self.pair
+        w = pair.wiring(s)
+        ids = [fit_prompt(self.encode(w.prompt_format.format(prompt=p)), pair.target,
+                          s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
+               for i, p in enumerate(prompts)]
+        key = (tuple(prompts), tuple(x.shape[-1] for x in ids), s.faults, s.layer_ids, s.max_new_tokens)
+        matches, st = self._matches.get(key, (None, None))
+        if matches is None or matches.k_max < s.depth:
+            k = self.depth_max(ids, s)
+            st = self.states(w.target, ids, s.max_new_tokens + k)
+            matches = OP.match_lengths(w.drafter, st.ids, st.features(w.features, w.layer_ids),
+                                       st.prompt_lens, s.max_new_tokens, k, fc_policy=w.fc_policy,
+                                       d2t=w.d2t, batch_size=self.batch_size)
+            self._matches[key] = matches, st
+        chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, s.max_new_tokens,
+                             pair.tokenizer.eos_token_id)
+        return w, st, matches, chain
+
+    def run(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:
+        pair = self.pair
+        w, st, matches, chain = self.chain(prompts, s, truncate_prompt)
+        notes = [*w.notes, (f"computed by one pass: {matches.k_max} drafter steps over every "
+                            f"position of {len(prompts)} prompts ({matches.seconds:.2f}s)")]
+        ties = chain.near_ties
+        if ties:
+            notes.append(f"{len(ties)} draft decisions had a top-2 margin under {OP.NEAR_TIE:g} "
+                         f"(first: prompt {ties[0][0]}, position {ties[0][1]}, step {ties[0][2]}); "
+                         "the live loop could decide them differently")
+        flips = [(b, d) for b, ds in enumerate(st.target_disagree) for d in ds]
+        if flips:
+            notes.append(f"the target's batched forward and its greedy decoding disagree at "
+                         f"{len(flips)} positions (near-ties; first: prompt {flips[0][0]}, "
+                         f"continuation index {flips[0][1]})")
+        wiring = {**w.describe(), "target": pair.target_path or "shipped", "drafter": pair.drafter_path}
+        outputs = [pair.tokenizer.decode(x.tokens) for x in chain.stats]
+        return RunResult(s, list(prompts), outputs, chain.stats, chain.metrics, wiring, None, None,
+                         notes, computed_by=OP.COMPUTED_BY)
