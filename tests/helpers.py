@@ -585,7 +585,7 @@ def free_port() -> int:
 
 # -- memory of one CLI run -------------------------------------------------------------------------
 PEAK_RSS = ("import resource, sys; from eagle_nb.cli.main import main\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
+            "try:\n    rc = main(sys.argv[1:]) or 0\nexcept SystemExit as e:\n    rc = e.code or 0\n"
             "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'RC', rc)")
 
 
