@@ -154,8 +154,9 @@ def test_an_id_equal_to_the_layer_count_captures_the_last_layer_output():
 def test_quarter_kimi_memory_stays_bounded(tmp_path):
     """At a quarter of Kimi-K2.5 (a 142 MiB drafter, a 140 MiB embedding borrowed from the
     target) against the same commands at 1/64 (imports, the meta-device model, one chunk):
-    inspect grows by nothing, convert (which stores the target's embedding) by about a chunk,
-    load by at most the drafter's file."""
+    inspect grows by nothing, convert (which stores the target's embedding) by less than its
+    largest tensor (that 140 MiB embedding: the issue's bound is largest tensor + 1 GiB), load by
+    at most the drafter's file."""
     def peaks(root, scale):
         D, T = build("kimi25", root, scale)
         return D, (peak_rss(["-m", "eagle_nb", "inspect", str(D), "--target", str(T)]),
@@ -166,5 +167,5 @@ def test_quarter_kimi_memory_stays_bounded(tmp_path):
     D, big = peaks(tmp_path / "big", 0.25)
     size = sum(f.stat().st_size for f in D.iterdir()) / 2**20
     inspect, conv, load = (b - s for b, s in zip(big, small))
-    assert inspect < 20 and conv < 100 and load < size + 40, (size, inspect, conv, load)
+    assert inspect < 20 and conv < 140 and load < size + 40, (size, inspect, conv, load)
     assert json.loads((tmp_path / "big" / "o" / "config.json").read_text())["speculators_model_type"] == "eagle3"

@@ -196,7 +196,7 @@ def test_index_tells_the_fault_story(built):
     for f in ("healthy",) + tuple(PANEL):
         for k in (2, 4, 6):
             assert f"03_fc_bypass_ablation.html#fault={f.replace('+', '%2B')}&amp;depth={k}'" in page
-    with_workload = [p for p in NOTEBOOKS if "record_workload(" in p.read_text()]
+    with_workload = [p for p in NOTEBOOKS if "report_workload(" in p.read_text()]
     assert len(with_workload) >= 4 and page.count("prompts × 32 new tokens") >= len(with_workload)
     assert long_floats(page) == []
     cost = rec(built, "03_fc_bypass_ablation")["fault_cost_tau"]
