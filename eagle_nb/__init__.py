@@ -12,7 +12,7 @@ own subpackage or from one *above* it in this list, never below; `tests/test_lay
 | `model/`       | drafter/spec configs, hidden-state capture and layer conventions, the drafter, KV cache, targets |
 | `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate |
 | `loop/`        | chain and tree speculation, acceptance metrics, recordings and replay, timings |
-| `experiment/`  | `Setting`, the fault registry, the loaded `Pair`, results and sweeps |
+| `experiment/`  | `Setting`, the fault registry, the loaded `Pair` (or `RecordedPair`), results and sweeps |
 | `doctor/`      | static checks, observations, ranking, the doctor, the fault catalogue |
 | `engines/`     | real engines behind a process boundary, their logs and metrics |
 | `views/`       | every figure, table and panel (one palette) |
@@ -33,7 +33,8 @@ _EXPORTS = {
     "inspect_checkpoint": "checkpoints.inspect", "convert": "checkpoints.convert",
     "generate": "loop.chain", "greedy_reference": "loop.chain", "SpecStats": "loop.chain",
     "generate_tree": "loop.tree", "acceptance_metrics": "loop.metrics", "Recording": "loop.recording",
-    "Setting": "experiment.setting", "Pair": "experiment.pair", "FAULTS": "experiment.faults",
+    "Setting": "experiment.setting", "Pair": "experiment.pair", "open_pair": "experiment.recorded_pair",
+    "RecordedPair": "experiment.recorded_pair", "record": "loop.recording", "FAULTS": "experiment.faults",
     "TargetParts": "io.target_parts", "read_text_config": "io.target_parts",
     "diagnose": "doctor.run", "shipped_prompts": "experiment.pair", "grid": "experiment.setting",
     "read_prompts": "io.prompts", "report_value": "report.values", "report_workload": "report.values",

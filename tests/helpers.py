@@ -473,6 +473,9 @@ class FakePair:
     metrics that depend on the setting (healthy accepts every draft, any fault none); `fail` names
     faults that raise. `sweep` is Pair.sweep's contract: one `run` per setting."""
 
+    temperatures = (0.0, 1.0)      # what Pair computes (the panels offer these)
+    trees = True
+
     def __init__(self, fail=()):
         self.calls: list = []
         self.layer_ids = [2, 4, 5]

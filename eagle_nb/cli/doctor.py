@@ -41,8 +41,9 @@ def add_parser(sub):
     t.add_argument("--train-acc", metavar="A,B,...", help="training's per-step accuracy acc_1,acc_2,...")
     p.add_argument("--static-only", action="store_true", help="skip the reference-loop measurements")
     p.add_argument("--features", metavar="RECORDING", default=None, help="a recording of the target "
-                   "(`eagle-nb record`, or SpecForge / speculators hidden-state files): when the target "
-                   "cannot run here, the pair's healthy tau is replayed from it")
+                   "(`eagle-nb record --layers all --final-hidden`, or `--engine vllm`): the pair and "
+                   "every fault a recording can answer are measured from it, the target never loaded; "
+                   "SpecForge / speculators training files (teacher-forced) give only the healthy tau")
     p.add_argument("--trust-remote-code", action="store_true", help="allow loading a target whose "
                    "config needs its own code (auto_map); off by default")
     options.json_output(p)

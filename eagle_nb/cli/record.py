@@ -46,6 +46,6 @@ def run(a) -> int:
     enc = [encode(tok, p, f"prompt {i}") for i, p in enumerate(prompts)]
     out = record(model, enc, a.out, ids, max_new_tokens=a.max_new_tokens, lookahead=a.lookahead,
                  target_name=str(a.target or "shipped"), final_hidden=a.final_hidden,
-                 layers_path=a.layers_path, eos_token_id=tok.eos_token_id)
+                 layers_path=a.layers_path, eos_token_id=tok.eos_token_id, texts=prompts)
     print(f"recorded {len(enc)} prompts x {a.max_new_tokens}+{a.lookahead} tokens, HF layers {ids}, to {out}")
     return 0

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from eagle_nb.experiment import faults as F
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("pass", "warn", "fail", "skip")
 
 # field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
@@ -38,6 +38,8 @@ SCHEMA = {
         "evidence": "what was found: keys, shapes, ids, values",
         "faults": "fault names this check is evidence for when it does not pass",
         "fix": "what to change, when status is warn or fail",
+        "data": "the numbers behind the evidence, where a figure draws them (train-accuracy: "
+                "{'kind', 'trained', 'files', 'source'}), else {}",
     }],
     "hypotheses": [{
         "fault": "fault name, or 'healthy'",
@@ -79,6 +81,7 @@ class Check:
     evidence: str
     faults: list[str] = field(default_factory=list)
     fix: str = ""
+    data: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.status not in STATUSES:

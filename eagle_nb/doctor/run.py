@@ -50,13 +50,11 @@ def fc_range_check(pair, prompts) -> Check:
     import torch
 
     from eagle_nb.doctor.checks_drafter import FP16_MAX
-    from eagle_nb.model.capture import capture
     d = pair.drafter
     xin = xout = 0.0
-    with torch.no_grad(), capture(pair.target, pair.layer_ids) as states:
-        for p in prompts:
-            pair.target(input_ids=pair.encode(p))
-            x = states.fused().float()
+    with torch.no_grad():
+        for x in pair.aux_features(prompts):        # the target's, or a recording's
+            x = x.float().to(d.fc.weight.device)
             xin = max(xin, float(x.abs().max()))
             xout = max(xout, float(torch.nn.functional.linear(x, d.fc.weight.float()).abs().max()))
     ev = (f"max |fc input| {xin:.3g}, max |fc output| {xout:.3g} over {len(prompts)} prompts; fp16 "
@@ -68,6 +66,13 @@ def fc_range_check(pair, prompts) -> Check:
         return Check("dtype-range", "warn", "half-precision range in fc", ev + ": under 8x headroom",
                      ["fp16-fc-overflow"], "serve the drafter in bf16 or fp32")
     return Check("dtype-range", "pass", "half-precision range in fc", ev)
+
+
+def is_greedy_recording(features) -> bool:
+    """A recording of the target's greedy continuations (ours or an engine's), which the one pass
+    answers exactly; trainers' teacher-forced files only give the replayed healthy tau."""
+    from eagle_nb.loop.recording import Recording
+    return not Recording(features).teacher_forced
 
 
 # -- phase 3: probes -------------------------------------------------------------------------------
@@ -86,7 +91,8 @@ def probes(profiles: dict, pair) -> list[Probe]:
         better = gain > max(PROBE_Z * se, PROBE_MIN_GAIN)
         ids = ""
         if "layer_ids" in f.changes:
-            w = F.apply(F.Wiring(pair.target, pair.drafter, tuple(pair.layer_ids)), (f.name,), pair.builds)
+            from eagle_nb.experiment.setting import Setting
+            w = pair.wiring(Setting(faults=(f.name,)))
             ids = f" {list(w.layer_ids)} vs written {list(pair.layer_ids)}:"
         msg = (f"{f.probe.finding}:{ids} accepts tau {p.tau:.2f} vs {base.tau:.2f} (gain {gain:+.2f} ± "
                f"{se:.2f} per prompt)" if better else
@@ -223,7 +229,8 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     inputs = {"target": str(target_path), "drafter": str(drafter), "depth": k,
               "prompts": None, "max_new_tokens": max_new_tokens, "temperature": temperature}
     pre = None if pair is not None else preflight(target_path, trust_remote_code=trust_remote_code)
-    notes = plan(pre, dynamic=dynamic, features=features, depth=k,
+    recorded = pair is None and features is not None and is_greedy_recording(features)
+    notes = plan(pre, dynamic=dynamic, features=features, depth=k, recorded=recorded,
                  observed=obs and f"{obs.source}: tau {obs.tau:.2f} at k = {k}")
     if progress:
         print("\n".join(notes), file=sys.stderr, flush=True)
@@ -248,22 +255,22 @@ def doctor(drafter, target=None, *, depth: int | None = None, prompts=None, n_pr
     profiles, ranked, probe_list = {}, [], []
     if dynamic and not rep.ok:
         notes.append("dynamic part skipped: the checkpoint does not load strictly (see failed checks)")
-    elif dynamic and (pre is None or pre.can_run):
-        from eagle_nb.experiment.pair import Pair, shipped_prompts
-        from eagle_nb.io.prompts import read_prompts
-        if prompts is None:
-            plist = shipped_prompts(n_prompts)
-        elif isinstance(prompts, (str, Path)):
-            plist = read_prompts(prompts)[:n_prompts]
+    elif dynamic and (pre is None or pre.can_run or recorded):
+        from eagle_nb.experiment.pair import Pair
+        from eagle_nb.experiment.recorded_pair import RecordedPair
+        spec = str(drafter) if rep.format == "speculators" else None
+        if pair is None and recorded:     # the target's recording answers greedy chains exactly
+            pair = RecordedPair(features, drafter, target_path, speculators_path=spec)
+        pair = pair or Pair(target, drafter, speculators_path=spec, trust_remote_code=trust_remote_code)
+        if prompts is None or isinstance(prompts, (str, Path)):
+            plist = pair.prompts(n_prompts, prompts)
         else:
             plist = list(prompts)[:n_prompts]
         inputs["prompts"] = len(plist)
-        fmt_spec = rep.format == "speculators"
-        pair = pair or Pair(target, drafter, speculators_path=str(drafter) if fmt_spec else None,
-                            trust_remote_code=trust_remote_code)
         checks.append(fc_range_check(pair, plist))
         profiles, skipped = measure(pair, plist, k, max_new_tokens, temperature, faults, progress)
         how = "one pass (exact greedy chain acceptance)" if temperature == 0 else "the live loop"
+        how += f" on the recording {features}" if recorded else ""
         notes.append(f"faults measured by {how} on {len(plist)} prompts x {max_new_tokens} tokens")
         notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
         probe_list = probes(profiles, pair)

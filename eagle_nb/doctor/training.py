@@ -47,15 +47,17 @@ def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: in
     ev = (f"{name} steps 1..{n}: training reported {_fmt(train.values[:n])} ({train.source}); the "
           f"files give {_fmt(ours[:n])} on {n_prompts} prompts x {new_tokens} tokens (one pass, "
           f"teacher-forced on the target's greedy tokens); mean shortfall {gap:+.2f}")
+    data = {"kind": train.kind, "trained": list(train.values[:n]), "files": list(ours[:n]),
+            "source": train.source}
     if gap > TOLERANCE:
         return Check(CHECK_ID, "fail", TITLE, ev + f" > {TOLERANCE:.2f}: not reproduced, so the "
                      "files are not the drafter that trained",
                      sorted({f for c in checks if c.status in ("warn", "fail") for f in c.faults}),
                      "look at the checkpoint and its conversion: key map (eagle-nb convert), "
-                     "lm_head and embed_tokens present, d2t/t2d, norm flags in the config")
+                     "lm_head and embed_tokens present, d2t/t2d, norm flags in the config", data)
     return Check(CHECK_ID, "pass", TITLE, ev + ": reproduced; if the engine accepts less, the loss "
                  "is on the serving side (capture, aux layer ids, the fc width check, d2t in the "
-                 "engine)")
+                 "engine)", data=data)
 
 
 def read_training(train_log, train_acc) -> TrainAccuracy | None:

@@ -18,7 +18,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from eagle_nb.experiment.wiring import Builds, NotApplicable, Wiring
+from eagle_nb.experiment.wiring import Builds, NeedsTarget, NotApplicable, Wiring
 from eagle_nb.loop.chain import FEATURES_FINAL
 from eagle_nb.model.decoder import engine_style_layers
 from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, RMSNorm, rope_inv_freq, variant
@@ -55,6 +55,9 @@ def final_hidden(w: Wiring, b: Builds) -> Wiring:
 
 def wrapper(w: Wiring, b: Builds) -> Wiring:
     from eagle_nb.model.targets import make_wrapper
+    if not isinstance(b.target, nn.Module):
+        raise NeedsTarget("wrapper-capture rebuilds the target inside a multimodal wrapper: it needs "
+                          "the loaded target, not a recording")
     wrapped = b.get("wrapper", lambda: make_wrapper(b.target))
     w = w.but(target=wrapped)
     if engine_style_layers(wrapped) is None:        # what the engine's capture code sees
@@ -73,7 +76,7 @@ def shift(by: int):
 def heuristic_ids(w: Wiring, b: Builds) -> Wiring:
     from eagle_nb.model.decoder import num_decoder_layers
     from eagle_nb.model.layers import eagle3_layers
-    ids = tuple(eagle3_layers(num_decoder_layers(b.target)))
+    ids = tuple(eagle3_layers(b.num_layers if b.num_layers is not None else num_decoder_layers(b.target)))
     if ids == tuple(w.layer_ids):
         raise NotApplicable(f"the drafter's ids {list(w.layer_ids)} already are the heuristic's")
     return w.but(layer_ids=ids)
@@ -115,8 +118,12 @@ def embed_random(w: Wiring, b: Builds) -> Wiring:
 
 
 def embed_target(w: Wiring, b: Builds) -> Wiring:
+    from eagle_nb.checkpoints.load import EMBED, target_embedding
     d = w.drafter
-    t = b.target.get_input_embeddings().weight.detach().to(d.embed_tokens.weight.dtype)
+    t = target_embedding(b.target)[1].get(EMBED)   # a loaded model's, or read lazily from its directory
+    if t is None:
+        raise NeedsTarget("embed-target-forced needs the target's embedding: give the target's directory")
+    t = t.detach().to(d.embed_tokens.weight.device, d.embed_tokens.weight.dtype)
     own = d.embed_tokens.weight
     if t.shape == own.shape and torch.allclose(t, own, rtol=1e-2, atol=1e-3):
         raise NotApplicable("the drafter's embed_tokens already is the target's")

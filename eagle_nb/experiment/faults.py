@@ -30,7 +30,7 @@ from eagle_nb.checkpoints.broken import d2t_as_absolute, random_embedding, shift
 from eagle_nb.experiment import fault_fns as fn
 from eagle_nb.experiment.fault_entry import (CRASH, NO_STATIC_TRACE, STATIC, SWITCH, Crash, Fault,
                                              Probe, Static)
-from eagle_nb.experiment.wiring import Builds, NotApplicable, Wiring  # noqa: F401 - re-exported
+from eagle_nb.experiment.wiring import Builds, NeedsTarget, NotApplicable, Wiring  # noqa: F401 - re-exported
 
 HEALTHY = "healthy"
 FLAGS_WARN = "warn: flag set, not honoured everywhere"

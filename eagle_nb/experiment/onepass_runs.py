@@ -71,13 +71,17 @@ class OnePass:
         finally:
             self.k_max = old
 
+    def prompt_ids(self, prompts: tuple, w, s: Setting, truncate_prompt: bool) -> list:
+        """Each prompt's ids as the live loop feeds them (wrapped, encoded, fitted)."""
+        return [fit_prompt(self.encode(w.prompt_format.format(prompt=p)), self.pair.target,
+                           s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
+                for i, p in enumerate(prompts)]
+
     def chain(self, prompts: tuple, s: Setting, truncate_prompt: bool = False):
         """(wiring, target states, drafter pass, ChainRun) for a greedy chain setting."""
         pair = self.pair
         w = pair.wiring(s)
-        ids = [fit_prompt(self.encode(w.prompt_format.format(prompt=p)), pair.target,
-                          s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
-               for i, p in enumerate(prompts)]
+        ids = self.prompt_ids(prompts, w, s, truncate_prompt)
         key = (tuple(prompts), tuple(x.shape[-1] for x in ids), s.faults, s.layer_ids, s.max_new_tokens)
         matches, st = self._matches.get(key, (None, None))
         if matches is None or matches.k_max < s.depth:
@@ -88,7 +92,7 @@ class OnePass:
                                        d2t=w.d2t, batch_size=self.batch_size)
             self._matches[key] = matches, st
         chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, s.max_new_tokens,
-                             pair.tokenizer.eos_token_id)
+                             pair.eos_token_id)
         return w, st, matches, chain
 
     def run(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:
@@ -107,6 +111,6 @@ class OnePass:
                          f"{len(flips)} positions (near-ties; first: prompt {flips[0][0]}, "
                          f"continuation index {flips[0][1]})")
         wiring = {**w.describe(), "target": pair.target_path or "shipped", "drafter": pair.drafter_path}
-        outputs = [pair.tokenizer.decode(x.tokens) for x in chain.stats]
+        outputs = [pair.decode(x.tokens) for x in chain.stats]
         return RunResult(s, list(prompts), outputs, chain.stats, chain.metrics, wiring, None, None,
                          notes, computed_by=OP.COMPUTED_BY)

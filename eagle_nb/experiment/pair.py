@@ -50,12 +50,51 @@ class Pair:
         self.speculators_path = speculators_path or (SHIPPED_DRAFTER_SPECULATORS if drafter is None else None)
         self.num_layers = num_decoder_layers(self.target)
         self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
-        self.builds = F.Builds(self.target, self.drafter, self.speculators_path)
+        self.builds = F.Builds(self.target, self.drafter, self.speculators_path, self.num_layers)
         self._cache: dict = {}
         # Greedy chains (T = 0, no reference check) come from one pass (onepass_runs.py); set
         # False to run them through the live loop too.
         self.use_one_pass = True
         self.one_pass = OnePass(self)
+
+    temperatures = (0.0, 1.0)   # what the pair computes (the panels offer these)
+    trees = True                # whether it computes trees (topk > 1)
+
+    def describe(self) -> str:
+        """One line: what the target and drafter are, where they run."""
+        return (f"target {self.target_path or 'shipped'} ({self.num_layers} layers) on {self.device}; "
+                f"drafter {self.drafter_path}; captured HF layer ids {list(self.layer_ids)}")
+
+    def answers(self, fault: str) -> bool:
+        """Whether this pair can compute `fault` (a loaded pair: every switchable fault; a recording
+        answers fewer, recorded_pair.py)."""
+        return True
+
+    @property
+    def eos_token_id(self):
+        return self.tokenizer.eos_token_id
+
+    @property
+    def hidden_size(self) -> int:
+        cfg = self.target.config
+        return (cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg).hidden_size
+
+    def decode(self, tokens) -> str:
+        return self.tokenizer.decode(tokens)
+
+    def prompts(self, n: int | None = None, path=None) -> list[str]:
+        """The first `n` prompts of a JSON-lines file, or of the shipped prompts."""
+        from eagle_nb.io.prompts import read_prompts
+        return (read_prompts(path)[:n] if n else read_prompts(path)) if path else shipped_prompts(n)
+
+    @torch.no_grad()
+    def aux_features(self, prompts):
+        """Per prompt, the fused aux states (T, W) the target hands the drafter at the written ids."""
+        from eagle_nb.model.capture import capture
+        with capture(self.target, self.layer_ids) as states:
+            for p in prompts:
+                self.target(input_ids=self.encode(p))
+                yield states.fused()[0]
 
     def wiring(self, setting: Setting = Setting()) -> F.Wiring:
         """What the loop is given under `setting`: the healthy wiring with its faults applied."""
@@ -93,7 +132,7 @@ class Pair:
         if self.use_one_pass and self.one_pass.applies(s, check_reference):
             return self.one_pass.run(prompts, s, truncate_prompt)
         w = self.wiring(s)
-        eos = self.tokenizer.eos_token_id
+        eos = self.eos_token_id
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
                                    disable=not progress, leave=False)):

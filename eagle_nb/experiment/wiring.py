@@ -54,8 +54,10 @@ FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "pro
 class Builds:
     """Costly objects faults need, built once per pair on first use and reused."""
 
-    def __init__(self, target, drafter, speculators_path=None):
+    def __init__(self, target, drafter, speculators_path=None, num_layers: int | None = None):
+        # target: the loaded model, or (a recorded pair) its directory or None
         self.target, self.drafter, self.speculators_path = target, drafter, speculators_path
+        self.num_layers = num_layers
         self._made: dict = {}
 
     def get(self, name, build: Callable[[], object]):
@@ -66,3 +68,7 @@ class Builds:
 
 class NotApplicable(ValueError):
     """The fault cannot happen on this pair (e.g. a flag it drops is not set)."""
+
+
+class NeedsTarget(ValueError):
+    """The fault (or setting) needs the loaded target; the pair has a recording of it."""

@@ -73,12 +73,14 @@ def record_one(model, input_ids: torch.Tensor, layer_ids, n_tokens: int, *, fina
 
 def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, lookahead: int = 8,
            target_name: str = "", final_hidden: bool = False, layers_path=None, dtype=None,
-           shard_bytes: int = 256 * 2**20, eos_token_id=None, progress: bool = True) -> Path:
+           shard_bytes: int = 256 * 2**20, eos_token_id=None, progress: bool = True,
+           texts=None) -> Path:
     """Record greedy continuations of `prompts_ids` (list of (1, T0) tensors) into `out_dir`.
-    `layer_ids` are HF hidden_states ids. Each record holds max_new_tokens + lookahead tokens, so
-    replays at depth <= lookahead are exact."""
+    `layer_ids` are HF hidden_states ids ("all" or `range(L + 1)` keeps every layer, which faults
+    reading other layers need). Each record holds max_new_tokens + lookahead tokens, so replays at
+    depth <= lookahead are exact. `texts`: the prompts' text, kept in the index."""
     L = num_decoder_layers(model, layers_path)
-    ids = check_layer_ids(layer_ids, L)
+    ids = check_layer_ids(range(L + 1) if layer_ids == "all" else layer_ids, L)
     prompts_ids = list(prompts_ids)
     for i, p in enumerate(prompts_ids):      # before anything is decoded or written
         if not isinstance(p, torch.Tensor) or p.dim() != 2 or p.shape[0] != 1 or p.shape[1] == 0:
@@ -91,10 +93,12 @@ def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, 
                         model_class=type(model).__name__, max_new_tokens=max_new_tokens,
                         lookahead=lookahead, eos_token_id=eos_token_id, final_hidden=final_hidden,
                         shard_bytes=shard_bytes)
-    for p in tqdm(prompts_ids, desc=f"record {max_new_tokens}+{lookahead} tokens", disable=not progress):
+    texts = list(texts) if texts is not None else [None] * len(prompts_ids)
+    for p, text in tqdm(list(zip(prompts_ids, texts)), desc=f"record {max_new_tokens}+{lookahead} tokens",
+                        disable=not progress):
         full, aux, final = record_one(model, p, ids, max_new_tokens + lookahead,
                                       final_hidden=final_hidden, layers_path=layers_path, dtype=dtype)
-        w.add(full, int(p.shape[-1]), aux, final)
+        w.add(full, int(p.shape[-1]), aux, final, prompt=text)
     return w.close()
 
 

@@ -57,9 +57,10 @@ class RecordingWriter:
         self._shard, self._size = {}, 0
 
     def add(self, input_ids: torch.Tensor, prompt_len: int, aux: torch.Tensor,
-            final: torch.Tensor | None = None) -> str:
+            final: torch.Tensor | None = None, prompt: str | None = None) -> str:
         """One record: `input_ids` (T,) prompt + continuation, `aux` (T-1, n*H) the states of every
-        fed position, `final` (T-1, H) post-norm or None. Returns the record's name."""
+        fed position, `final` (T-1, H) post-norm or None, `prompt` the prompt's text (kept in the
+        index, so a replay can list what was recorded). Returns the record's name."""
         n_fed = input_ids.numel() - 1
         if aux.shape[0] != n_fed or (final is not None and final.shape[0] != n_fed):
             raise ValueError(f"record of {input_ids.numel()} tokens needs states for {n_fed} fed "
@@ -73,7 +74,8 @@ class RecordingWriter:
         self.index["hidden_size"] = aux.shape[-1] // len(self.index["layer_ids_hf"])
         self.index["dtype"] = str(aux.dtype).replace("torch.", "")
         self.index["records"].append({"name": name, "shard": self._shard_name(),
-                                      "prompt_len": int(prompt_len), "length": int(input_ids.numel())})
+                                      "prompt_len": int(prompt_len), "length": int(input_ids.numel()),
+                                      **({"prompt": prompt} if prompt is not None else {})})
         self._size += sum(t.numel() * t.element_size() for t in tensors.values())
         if self._size >= self.shard_bytes:
             self._flush()

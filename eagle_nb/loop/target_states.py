@@ -61,6 +61,12 @@ class TargetStates:
             return self.states["aux"]
         if self.num_layers is not None:
             ids = check_layer_ids(ids, self.num_layers)
+        if self.fused_ids is not None and set(ids) <= set(self.fused_ids):
+            # a recording that kept more layers: its aux holds one H-wide block per kept id
+            order = sorted(self.fused_ids)
+            H = self.states["aux"][0].shape[-1] // len(order)
+            return [torch.cat([a[:, order.index(i) * H:(order.index(i) + 1) * H] for i in ids], -1)
+                    for a in self.states["aux"]]
         missing = [i for i in ids if i not in self.states]
         if missing:
             have = self.fused_ids if self.fused_ids is not None else sorted(

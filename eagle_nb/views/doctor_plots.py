@@ -12,7 +12,9 @@ from matplotlib.figure import Figure
 
 from eagle_nb.doctor.ranking import P_FLOOR, TAU_FLOOR
 from eagle_nb.experiment.faults import HEALTHY
+from eagle_nb.io.train_logs import INDEPENDENT
 from eagle_nb.views.palette import (
+    ENGINE_COLOR,
     FONT,
     NEUTRAL_COLOR,
     color,
@@ -71,6 +73,44 @@ def plot_diagnosis(d, top: int = 4) -> Figure:
         style_axes(each)
     fig.suptitle(plain(f"doctor: {d.verdict.cause} ({d.verdict.confidence} confidence, "
                        f"{d.verdict.basis})"), fontsize=FONT + 1.5)
+    return fig
+
+
+def plot_training(diagnoses: dict) -> Figure:
+    """Training accuracy beside serving acceptance, one panel per diagnosis ({title: Diagnosis}
+    whose `train-accuracy` check ran): per draft step j, what training logged, what the files give
+    teacher-forced (the same kind: acc_j or full_acc_j), the per-position acceptance the kit
+    predicts for the files as written, and the engine's when the observation has it."""
+    fig = new_figure((5.2 * len(diagnoses), 3.8))
+    axes = fig.subplots(1, len(diagnoses), squeeze=False)[0]
+    for ax, (title, d) in zip(axes, diagnoses.items()):
+        c = next((c for c in d.checks if c.id == "train-accuracy"), None)
+        if c is None or not c.data:
+            raise ValueError(f"{title}: the diagnosis has no measured train-accuracy check "
+                             "(pass train_log= or train_acc= to diagnose)")
+        kind = "acc_j" if c.data["kind"] == INDEPENDENT else "full_acc_j"
+        steps = range(1, len(c.data["trained"]) + 1)
+        ax.plot(steps, c.data["trained"], "k--", marker="s", label=f"training log ({kind})")
+        ax.plot(steps, c.data["files"], marker="o", color=color(HEALTHY),
+                label=f"the files, teacher-forced ({kind})")
+        healthy = next((h for h in d.hypotheses if h.fault == HEALTHY and h.predicted), None)
+        if healthy is not None:
+            per = healthy.predicted["per_position"]
+            ax.plot(range(1, len(per) + 1), per, marker="^", color=NEUTRAL_COLOR,
+                    label="the files served: acceptance per position")
+        obs = d.observation or {}
+        if obs.get("per_position"):
+            per = obs["per_position"]
+            ax.plot(range(1, len(per) + 1), per, marker="v", color=ENGINE_COLOR, lw=2,
+                    label="the engine: acceptance per position")
+        served = f"; engine τ {obs['tau']:.2f}" if obs.get("tau") == obs.get("tau") and "tau" in obs else ""
+        ax.set_title(plain(f"{title}: training {'reproduced' if c.status == 'pass' else 'NOT reproduced'}"
+                           f"{served}"), fontsize=FONT + 0.5)
+        ax.set_xlabel("draft step j")
+        ax.set_ylabel("accuracy / acceptance")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=FONT - 1, loc="upper right")
+        style_axes(ax)
     return fig
 
 

@@ -179,23 +179,56 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
     return sw
 
 
-def depth_switcher(sweep, default=None) -> StaticSwitcher:
+CHAIN = "chain"
+
+
+def shape_name(s) -> str:
+    """The `shape` control's value of a setting: chain, or the tree's topk and nodes."""
+    return CHAIN if not s.is_tree else f"tree topk {s.topk}, {s.num_draft_tokens} nodes"
+
+
+def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
     """Notebook 04's report panel: per-position acceptance of every setting of the sweep at each
-    (temperature, depth)."""
+    (temperature, depth), and with `trees` (a sweep of tree settings, e.g. notebook 04's width
+    axis) a `shape` axis: each tree shape where it was computed, beside the chain at its depth
+    and temperature. Chain settings in `trees` are ignored (the sweep holds them)."""
     temps, depths = sweep.temperatures, sweep.depths
+    tree_runs = [r for r in (trees or []) if r.setting.is_tree]
+    shapes = list(dict.fromkeys([CHAIN] + [shape_name(r.setting) for r in tree_runs]))
     states, summary = {}, {}
-    for T, k in itertools.product(temps, depths):
-        shown = sweep.by_label(k, T)
-        summary.update({f"{n}, T={T:g}, k={k}": r.metrics.accept_length for n, r in shown.items()})
-        fig = plots.plot_acceptance(shown, title=f"k={k}, T={T:g}")
+
+    def add(shape, T, k, shown, title):
+        fig = plots.plot_acceptance(shown, title=title)
         lines = [f"{n}: {line}" for n, line in plots.log_lines(shown)["vLLM"].items()]
-        states[(f"{T:g}", k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines,
-                                            alt=f"k={k}, T={T:g}")
+        states[(shape, f"{T:g}", k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines,
+                                                   alt=title)
+        summary.update({f"{n}, T={T:g}, k={k}": r.metrics.accept_length for n, r in shown.items()})
+
+    for T, k in itertools.product(temps, depths):
+        add(CHAIN, T, k, sweep.by_label(k, T), f"k={k}, T={T:g}")
+    for shape in shapes[1:]:
+        for r in tree_runs:
+            s = r.setting
+            if shape_name(s) != shape:
+                continue
+            cs = s.but(topk=1, num_draft_tokens=None)        # the chain of the same setting
+            chain = sweep[cs] if cs in sweep else None
+            shown = {r.label: r, **({f"{chain.label} (chain)": chain} if chain else {})}
+            add(shape, s.temperature, s.depth, shown, f"{shape}, k={s.depth}, T={s.temperature:g}")
     r0 = next(iter(sweep))
-    sw = StaticSwitcher("Per-position acceptance by temperature and depth (precomputed)",
-                        {"temperature": [f"{T:g}" for T in temps], "depth": depths}, states,
-                        default=default or (f"{temps[0]:g}", depths[min(3, len(depths) - 1)]),
+    controls = {"temperature": [f"{T:g}" for T in temps], "depth": depths}
+    if len(shapes) > 1:
+        controls = {"shape": shapes, **controls}
+    else:
+        states = {key[1:]: frag for key, frag in states.items()}
+    first = (f"{temps[0]:g}", depths[min(3, len(depths) - 1)])
+    sw = StaticSwitcher("Per-position acceptance by temperature and depth (precomputed)"
+                        + (" and shape (chain or tree)" if len(shapes) > 1 else ""),
+                        controls, states,
+                        default=default or ((CHAIN, *first) if len(shapes) > 1 else first),
                         note=f"{len(r0.prompts)} prompts, {r0.setting.max_new_tokens} new tokens each, "
-                             f"seed {r0.setting.seed}.")
+                             f"seed {r0.setting.seed}."
+                             + (" Trees are precomputed only where section 5 computed them."
+                                if len(shapes) > 1 else ""))
     sw.summary = summary
     return sw

@@ -189,7 +189,7 @@ class AblationPanel(_Panel):
             value=0, description="layer ids", style=WIDE)
         self.controls["depth"] = w.IntSlider(value=depth, min=1, max=max_depth, description="depth k",
                                              continuous_update=False, style=WIDE)
-        self.controls["temperature"] = w.Dropdown(options=[0.0, 1.0], value=float(temperature),
+        self.controls["temperature"] = w.Dropdown(options=list(pair.temperatures), value=float(temperature),
                                                   description="temperature", style=WIDE)
         self.fault_names = list(faults)
         boxes = w.HBox([self.controls[f] for f in faults])
@@ -238,7 +238,7 @@ class DepthPanel(_Panel):
         self.max_new_tokens, self.seed = max_new_tokens, seed
         self.controls = {
             "fault": w.Dropdown(options=list(faults), value=faults[0], description="fault", style=WIDE),
-            "temperature": w.Dropdown(options=[0.0, 1.0], value=float(temperature),
+            "temperature": w.Dropdown(options=list(pair.temperatures), value=float(temperature),
                                       description="temperature", style=WIDE),
             "depth": w.IntSlider(value=depth, min=min(self.depths), max=max(self.depths),
                                  description="show k", continuous_update=False, style=WIDE),

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from eagle_nb.doctor import preflight as P
 from eagle_nb.doctor.run import doctor
@@ -117,22 +118,35 @@ def test_architecture_table_tells_text_decoders_from_wrappers():
     assert layers_on_meta(dict(cfg, architectures=["Qwen2ForCausalLM"], model_type="qwen2"))[0] == "model.layers"
 
 
-def test_recording_gives_the_healthy_tau(tmp_path):
-    """A target that cannot run here (no tokenizer files) plus a recording of it: the healthy tau
-    is replayed from the recording and the verdict's basis is 'recording'."""
+def test_a_recording_is_measured_when_the_target_cannot_run(tmp_path):
+    """A target that cannot run here (no tokenizer files) plus a greedy recording of it (the
+    drafter's three layers): the doctor measures the pair and every fault a recording can answer by
+    the one pass over the recorded states, names the faults it could not measure and why, and the
+    healthy tau it measures is the recording's replayed tau."""
     from eagle_nb.experiment.pair import shipped_prompts
     from eagle_nb.loop.recording import record
+    from eagle_nb.loop.replay import replay
+    from eagle_nb.checkpoints.load import load_drafter
     from eagle_nb.model.targets import load_target
     model, tok = load_target(device="cpu")
-    ids = [tok(p, return_tensors="pt")["input_ids"] for p in shipped_prompts(2)]
+    ids = [tok(p, return_tensors="pt")["input_ids"] for p in shipped_prompts(4)]
     rec = record(model, ids, tmp_path / "rec", [2, 4, 5], max_new_tokens=16, lookahead=4,
-                 target_name="shipped", progress=False)
+                 target_name="shipped", eos_token_id=tok.eos_token_id, progress=False)
     t = tmp_path / "t"
     shutil.copytree(SHIPPED_TARGET, t, ignore=shutil.ignore_patterns("tokenizer*"))
     d = doctor(SHIPPED_DRAFTER_SPECULATORS, t, observed_tau=1.05, depth=4, features=rec,
                max_new_tokens=16, progress=False)
-    assert d.verdict.basis == "recording" and any("replayed from" in n for n in d.notes)
-    assert d.verdict.cause != "healthy"
+    assert any(n.startswith("plan: 2. dynamic: one pass over the recording") for n in d.notes), d.notes
+    assert any("one pass (exact greedy chain acceptance) on the recording" in n for n in d.notes)
+    skipped = {n.split()[1]: n for n in d.notes if n.startswith("fault ") and "not measured" in n}
+    assert {"wrapper-capture", "chat-template-mismatch", "fc-bypass", "layer-ids+1"} <= set(skipped)
+    assert "were not kept" in skipped["layer-ids+1"] and "NeedsTarget" in skipped["wrapper-capture"]
+    measured = {h.fault: h.predicted["tau"] for h in d.hypotheses if h.predicted}
+    assert {"healthy", "d2t-absolute", "lm-head-missing"} <= set(measured)
+    replayed = replay(load_drafter(SHIPPED_DRAFTER_SPECULATORS, dtype=torch.float32), rec, depth=4,
+                      max_new_tokens=16)
+    assert measured["healthy"] == pytest.approx(replayed.metrics.accept_length, abs=1e-9)
+    assert d.verdict.cause not in ("healthy", "undetermined") and d.inputs["prompts"] == 4
 
 
 def test_cli_on_the_seed_case(tmp_path):

@@ -179,7 +179,9 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
     mean = {name: sum(c[str(k)] for k in range(2, 9)) / 7 for name, c in tau.items()}
     assert mean["fc-bypass, T=1"] < mean["healthy, T=1"] - 0.2, mean
     html = html_of(built, "04_acceptance_vs_depth")
-    assert len(re.findall(r'<div class="enb-state"', html)) == 2 * 8
+    states = re.findall(r'<div class="enb-state" data-state="([^"]+)"', html)
+    assert len(states) == 2 * 8 + 3      # chain: 2 temperatures x 8 depths; trees: 3 shapes at k=4, T=0
+    assert "shape=tree%20topk%204%2C%2016%20nodes&amp;temperature=0&amp;depth=4" in states
     # the width axis: the chain at `depth` (one pass) beside three tree shapes (live loop); the
     # widest tree (16 nodes) accepts more per step than the chain
     width = rec(built, "04_acceptance_vs_depth")["tau_vs_width"]

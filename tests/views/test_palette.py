@@ -87,6 +87,27 @@ def _diagnosis(cause="fc-bypass"):
                            verdict=SimpleNamespace(cause=cause, confidence="high", basis="measured"))
 
 
+def _trained(d, status):
+    files = [0.8, 0.6, 0.5] if status == "pass" else [0.2, 0.1, 0.05]
+    d.checks = [SimpleNamespace(id="train-accuracy", status=status, data={
+        "kind": "acc", "trained": [0.82, 0.63, 0.52], "files": files, "source": "train.log"})]
+    return d
+
+
+def test_training_figure_draws_log_files_and_serving():
+    """One panel per diagnosis: the training log, the files' teacher-forced accuracy, the files'
+    served acceptance and the engine's per position; a diagnosis without the check is refused."""
+    fig = doctor_plots.plot_training({"a": _trained(_diagnosis(), "pass"), "b": _trained(_diagnosis(), "fail")})
+    assert len(fig.axes) == 2
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["training log (acc_j)", "the files, teacher-forced (acc_j)",
+                      "the files served: acceptance per position", "the engine: acceptance per position"]
+    assert list(fig.axes[1].lines[1].get_ydata()) == [0.2, 0.1, 0.05]
+    assert "NOT reproduced" in fig.axes[1].get_title() and "engine τ 1.25" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="no measured train-accuracy check"):
+        doctor_plots.plot_training({"a": SimpleNamespace(checks=[], hypotheses=[], observation=None)})
+
+
 def _comparison(engine=True):
     ref = SimpleNamespace(per_position_acceptance=[0.8, 0.6, 0.4, 0.3], accept_length=3.1)
     eng = SimpleNamespace(per_position_acceptance=[0.2, 0.05, 0.0, 0.0], accept_length=1.25)
@@ -119,6 +140,8 @@ def test_doctor_and_engine_figures_follow_the_convention(no_pyplot_figures):
             "comparison": engine_figures.plot_comparison(_comparison(), title="shipped pair, k=4"),
             "comparison, no engine counters": engine_figures.plot_comparison(_comparison(False)),
             "engine log": engine_figures.plot_log(_parsed_log()),
+            "training": doctor_plots.plot_training({"shipped files": _trained(_diagnosis(), "pass"),
+                                                    "export": _trained(_diagnosis(), "fail")}),
             "empty engine log": engine_figures.plot_log(SimpleNamespace(df=_parsed_log().df.iloc[:0]))}
     problems = {name: helpers.legibility_problems(fig) for name, fig in figs.items()}
     assert {n: p for n, p in problems.items() if p} == {}

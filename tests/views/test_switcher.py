@@ -73,6 +73,26 @@ def test_depth_switcher_states_per_temperature_and_depth():
     assert sw.summary["fc-bypass, T=1, k=2"] == 1.0
 
 
+def test_depth_switcher_tree_axis():
+    """With tree runs, a `shape` axis: chain at every (temperature, depth), each tree shape where it
+    was computed, shown beside the chain of the same setting; without trees the axis is absent."""
+    from eagle_nb.experiment.setting import Setting
+    pair = FakePair()
+    res = pair.sweep(PROMPTS, grid([(), ("fc-bypass",)], depths=[2, 4], temperatures=[0.0]))
+    trees = pair.sweep(PROMPTS, [Setting(depth=4, topk=t, num_draft_tokens=n) for t, n in
+                                 ((1, None), (2, 6), (4, 16))])
+    sw = switcher.depth_switcher(res, trees=trees)
+    assert list(sw.controls) == ["shape", "temperature", "depth"]
+    assert sw.controls["shape"] == ["chain", "tree topk 2, 6 nodes", "tree topk 4, 16 nodes"]
+    assert set(sw.states) == {("chain", "0", str(k)) for k in (2, 4)} | {
+        ("tree topk 2, 6 nodes", "0", "4"), ("tree topk 4, 16 nodes", "0", "4")}
+    tree_state = sw.states[("tree topk 4, 16 nodes", "0", "4")]
+    assert tree_state.count("<img") == 1 and "healthy (chain): " in tree_state
+    assert sw.default == ("chain", "0", "4")
+    assert "shape=tree%20topk%202%2C%206%20nodes&amp;temperature=0&amp;depth=4" in sw.html()
+    assert list(switcher.depth_switcher(res).controls) == ["temperature", "depth"]
+
+
 # -- in a real browser -----------------------------------------------------------------------------
 import helpers  # noqa: E402
 from helpers import needs_chromium, shown_states  # noqa: E402

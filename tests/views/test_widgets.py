@@ -33,6 +33,15 @@ def test_ablation_panel_controls_do_not_update_continuously():
     assert panel.background is False            # no kernel here: synchronous
 
 
+def test_panels_offer_only_the_temperatures_the_pair_computes():
+    """A recorded pair answers T = 0 only: both panels offer that alone; a loaded pair offers 0 and 1."""
+    recorded = FakePair()
+    recorded.temperatures = (0.0,)
+    for panel in (widgets.AblationPanel(recorded, PROMPTS), widgets.DepthPanel(recorded, PROMPTS)):
+        assert list(panel.controls["temperature"].options) == [0.0]
+    assert list(widgets.DepthPanel(FakePair(), PROMPTS).controls["temperature"].options) == [0.0, 1.0]
+
+
 def test_ablation_panel_redraw_uses_new_setting():
     """Each control change redraws once with the new setting: the last run call, last_setting,
     last_result, the figure title, and the view's text and image all carry it."""
