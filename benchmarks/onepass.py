@@ -11,7 +11,10 @@ Scenarios:
      is measured on the first N switches (default 3) and scaled to all, unless N >= all;
   3. the doctor's measurement phase (`doctor.run.measure`, every fault, k = 4): by one pass at
      its default workload (16 x 64), by the live loop at its old default (8 x 32); goal <= 10 s;
-  4. the target pass for 16 prompts x (64 + 8) tokens with every layer kept: bytes and peak RSS.
+  4. the target pass for 16 prompts x (64 + 8) tokens with every layer kept: bytes and peak RSS;
+  5. the same from a recording (`eagle-nb record --layers all --final-hidden`, the target not
+     loaded: experiment/recorded_pair.py): recording size on disk, scenario 2 on the recording
+     beside scenario 2 on the loaded pair, and the peak RSS of opening the recording.
 Every one-pass figure is checked against the live loop where both ran (accept counts equal).
 """
 from __future__ import annotations
@@ -98,6 +101,7 @@ def main() -> None:
     pair = Pair()
     with Clock() as one:
         o = sweep(pair, p16, switches, 64, True)
+    loaded_sweep = (one, o)
     live, note = None, f"{len(o)} applicable switches"
     if not a.skip_live:
         part = [f for f in switches if f in o][:a.live_switches]
@@ -138,6 +142,30 @@ def main() -> None:
           f"{st.nbytes() / 2**20:.1f} MiB ({st.nbytes() / fed / 1024:.1f} KiB per fed token = "
           f"{keys} states x {pair.target.config.hidden_size} x 4 bytes); peak RSS above the loaded "
           f"pair {peak / 1024:.1f} MiB; {c}")
+
+    # 5. the same workload from a recording, the target not loaded
+    import tempfile
+
+    from eagle_nb.experiment.recorded_pair import RecordedPair
+    from eagle_nb.loop.recording import record
+    with tempfile.TemporaryDirectory() as tmp:
+        with Clock() as rc:
+            rec = record(pair.target, ids, Path(tmp) / "rec", "all", max_new_tokens=64, lookahead=8,
+                         final_hidden=True, eos_token_id=pair.tokenizer.eos_token_id, texts=p16,
+                         progress=False)
+        size = sum(f.stat().st_size for f in rec.iterdir())
+        base = reset_peak_rss()
+        rp = RecordedPair(rec)
+        peak = status_kib("VmHWM") - base
+        with Clock() as one:
+            r = sweep(rp, p16, switches, 64, True)
+    print(f"\nrecording, 16 prompts x (64 + 8) tokens, every layer + final: {size / 2**20:.1f} MiB on "
+          f"disk ({size / fed / 1024:.1f} KiB per fed token), written in {rc.wall:.1f}s (one token "
+          f"per forward); opening it: peak RSS +{peak / 1024:.1f} MiB")
+    lone, lo = loaded_sweep
+    print("| scenario | recorded pair | loaded pair (one pass) | note |\n|---|---|---|---|")
+    print(f"| all switches x 8 depths x 16 x 64 | {one} | {lone} | {len(r)} switches a recording "
+          f"answers of {len(lo)}; equal where both ran: {same(r, lo)} |")
 
 
 def status_kib(field: str) -> int:

@@ -19,6 +19,9 @@ def add_parser(sub):
                         "target_path=/models/x")
     p.add_argument("--notebook", action="append", default=[],
                    help="only these notebooks (repeatable): a path, a stem or a prefix such as 03")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="notebooks executed at once, each in its own kernel (default: 2 on two "
+                        "cores or more, one thread per kernel; 1 runs them one after another)")
     return p
 
 
@@ -26,6 +29,9 @@ def run(a) -> int:
     from eagle_nb.report.build import build_reports
     from eagle_nb.report.params import parse_param
     params = dict(parse_param(p) for p in a.param)
-    index = build_reports(a.out, params=params, notebooks=a.notebook or None, verbose=a.verbose)
+    if a.jobs is not None and a.jobs < 1:
+        raise ValueError(f"--jobs {a.jobs}: give 1 or more")
+    index = build_reports(a.out, params=params, notebooks=a.notebook or None, verbose=a.verbose,
+                          jobs=a.jobs)
     print(f"reports written; open {index}")
     return 0

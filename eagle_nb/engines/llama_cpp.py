@@ -65,9 +65,21 @@ def llama_unavailable_reason(path=None) -> str | None:
     return None
 
 
-def llama_command(binary, target_gguf, drafter_gguf, depth: int, port="{port}", *, threads: int = 2,
+THREADS_ENV = "EAGLE_NB_ENGINE_THREADS"
+
+
+def default_threads() -> int:
+    """llama-server's threads: $EAGLE_NB_ENGINE_THREADS when set (`eagle-nb report` sets 1 when it
+    runs notebooks side by side: llama.cpp's threads spin while they wait, and two of them sharing
+    a core with another kernel ran notebook 05's llama.cpp part in 66 s instead of 2.5 s), else 2."""
+    n = os.environ.get(THREADS_ENV, "")
+    return int(n) if n.isdigit() and int(n) > 0 else 2
+
+
+def llama_command(binary, target_gguf, drafter_gguf, depth: int, port="{port}", *, threads: int | None = None,
                   ctx: int = 2048, extra_args=()) -> list[str]:
     """One slot (requests run one at a time), greedy-friendly drafting (p-min 0), counters on."""
+    threads = default_threads() if threads is None else threads
     return [str(binary), "-m", str(target_gguf), "-md", str(drafter_gguf), "--spec-type", "draft-eagle3",
             "--spec-draft-n-max", str(int(depth)), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0",
             "--host", "127.0.0.1", "--port", str(port), "-np", "1", "-c", str(ctx), "-t", str(threads),
@@ -111,7 +123,8 @@ class LlamaServer(VllmServer):
     and cached, or GGUF files). Same lifecycle as VllmServer: context manager, stop(), atexit."""
 
     def __init__(self, target, drafter, depth: int = 4, *, binary=None, fault: str | None = None,
-                 threads: int = 2, ctx: int = 2048, extra_args=(), startup_timeout: float = 300.0, **kw):
+                 threads: int | None = None, ctx: int = 2048, extra_args=(), startup_timeout: float = 300.0,
+                 **kw):
         self.target_gguf = as_gguf(target, "target")
         self.drafter_gguf = as_gguf(drafter, "drafter", target=target, fault=fault)
         cmd = llama_command(llama_server_binary(binary), self.target_gguf, self.drafter_gguf, depth,

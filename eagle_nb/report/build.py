@@ -28,7 +28,9 @@ from pathlib import Path
 
 from eagle_nb.io.paths import NOTEBOOKS_DIR as NOTEBOOK_DIR
 from eagle_nb.report.execute import (
+    default_jobs,
     execute,
+    kernel_env,
     list_notebooks,
     notebook_params,
     resolve_params,
@@ -42,37 +44,81 @@ class ReportError(ValueError):
     """A notebook failed to execute; the report of the failure was still written."""
 
 
+def render(src: Path, out: Path, params: dict, progress: bool, verbose: bool) -> dict:
+    """Execute one notebook into `out` and render its HTML; its row of the index."""
+    import nbformat
+    dst = out / src.name
+    seconds, error = execute(src, dst, notebook_params(src, params), progress=progress, verbose=verbose)
+    nb = nbformat.read(dst if dst.exists() else src, as_version=4)
+    title, goal = notebook_title(nb)
+    page = to_html(nb) if dst.exists() else \
+        f"<!DOCTYPE html><html><body><h1>{html.escape(src.stem)}</h1><pre>{html.escape(error)}</pre></body></html>"
+    (out / f"{src.stem}.html").write_text(page, encoding="utf-8")
+    return {"name": src.stem, "title": title, "goal": goal, "seconds": seconds,
+            "error": error, "html": f"{src.stem}.html", "ipynb": src.name,
+            "records": read_values(nb), "figures": index_figures(nb) if dst.exists() else []}
+
+
+def schedule(srcs, out: Path) -> list:
+    """Longest first: by the seconds each notebook took in the last build into `out` (its
+    results.json), else the engine notebook (two vLLM start-ups) first and the rest from the last
+    (later notebooks measure more)."""
+    try:
+        last = {k: v["seconds"] for k, v in
+                json.loads((out / "results.json").read_text())["notebooks"].items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        last = {}
+    if all(s.stem in last for s in srcs):
+        return sorted(srcs, key=lambda s: -last[s.stem])
+    return sorted(srcs, key=lambda s: ("engine" not in s.stem, -srcs.index(s)))
+
+
+def run_parallel(srcs, out: Path, params: dict, jobs: int, verbose: bool, done) -> list[dict]:
+    """`render` every notebook in `jobs` worker processes (papermill changes the process's working
+    directory, so notebooks cannot share one), longest first (`schedule`). Rows come back in
+    notebook order; `done(n, row)` is called as each finishes."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    order = schedule(srcs, out)
+    n_of = {s: n for n, s in enumerate(srcs, 1)}
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(render, s, out, params, False, verbose): s for s in order}
+        rows = {futures[f]: done(n_of[futures[f]], f.result()) for f in as_completed(futures)}
+    return [rows[s] for s in srcs]
+
+
 def build_reports(out_dir="reports", params: dict | None = None, notebooks=None,
-                  progress: bool = True, verbose: bool = False) -> Path:
+                  progress: bool = True, verbose: bool = False, jobs: int | None = None) -> Path:
     """Execute the notebooks, write `<stem>.ipynb` (executed) and `<stem>.html` per notebook plus
     `index.html` and `results.json` into `out_dir`. Returns the index path. Raises ReportError
-    (after writing everything) if any notebook failed."""
+    (after writing everything) if any notebook failed. `jobs` notebooks run at once (default
+    `default_jobs()`: two on two cores or more, one thread per kernel); each has its own kernel, so
+    results do not depend on it."""
     from eagle_nb.report.params import check_out_dir, check_params
     check_out_dir(out_dir, NOTEBOOK_DIR)
-    import nbformat
     srcs = list_notebooks(notebooks)
     params = resolve_params(params)
     check_params(params, srcs)          # unknown names and bad values, before anything executes
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()       # papermill changes the working directory while it runs
     out.mkdir(parents=True, exist_ok=True)
-    rows, t_all = [], time.perf_counter()
-    for n, src in enumerate(srcs, 1):
+    jobs = max(1, min(jobs or default_jobs(), len(srcs)))
+    t_all = time.perf_counter()
+
+    def done(n, row):
         if progress:
-            print(f"[{n}/{len(srcs)}] executing {src.name}", flush=True)
-        dst = out / src.name
-        seconds, error = execute(src, dst, notebook_params(src, params), progress=progress,
-                                 verbose=verbose)
-        nb = nbformat.read(dst if dst.exists() else src, as_version=4)
-        title, goal = notebook_title(nb)
-        page = to_html(nb) if dst.exists() else \
-            f"<!DOCTYPE html><html><body><h1>{html.escape(src.stem)}</h1><pre>{html.escape(error)}</pre></body></html>"
-        (out / f"{src.stem}.html").write_text(page, encoding="utf-8")
-        rows.append({"name": src.stem, "title": title, "goal": goal, "seconds": seconds,
-                     "error": error, "html": f"{src.stem}.html", "ipynb": src.name,
-                     "records": read_values(nb), "figures": index_figures(nb) if dst.exists() else []})
-        if progress:
-            print(f"[{n}/{len(srcs)}] {src.stem}: {'ok' if error is None else error} "
-                  f"in {seconds:.1f} s", flush=True)
+            print(f"[{n}/{len(srcs)}] {row['name']}: {'ok' if row['error'] is None else row['error']} "
+                  f"in {row['seconds']:.1f} s", flush=True)
+        return row
+
+    with kernel_env(threads=1 if jobs > 1 else None):
+        if jobs == 1:
+            rows = []
+            for n, src in enumerate(srcs, 1):
+                if progress:
+                    print(f"[{n}/{len(srcs)}] executing {src.name}", flush=True)
+                rows.append(done(n, render(src, out, params, progress, verbose)))
+        else:
+            rows = run_parallel(srcs, out, params, jobs, verbose, done)
     total = time.perf_counter() - t_all
     index = write_index(out, rows, params, total)
     (out / "results.json").write_text(json.dumps(

@@ -6,6 +6,7 @@ Knows nothing about HTML; build.py calls it and html.py renders the result.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 import time
@@ -69,12 +70,35 @@ def resolve_params(params: dict | None, cwd: Path | None = None) -> dict:
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
+@contextlib.contextmanager
+def kernel_env(threads: int | None = None):
+    """The environment kernels start in, for the duration of the block: the checkout on PYTHONPATH
+    (the notebooks import eagle_nb from it) and, with `threads`, OMP_NUM_THREADS and the engines'
+    thread count (unless the user set them): notebooks run side by side get one thread each (the
+    shipped models are overhead-bound, and two kernels with two threads each on two cores slow each
+    other down). Restored afterwards."""
+    from eagle_nb.engines.llama_cpp import THREADS_ENV
+    keys = ("PYTHONPATH", "OMP_NUM_THREADS", THREADS_ENV)
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), saved["PYTHONPATH"]) if p)
+    for k in keys[1:]:
+        if threads is not None and saved[k] is None:
+            os.environ[k] = str(threads)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: int = 900,
             verbose: bool = False):
-    """Run one notebook with papermill. Returns (seconds, error message or None)."""
+    """Run one notebook with papermill (inside `kernel_env`). Returns (seconds, error or None).
+    Thread-safe: several notebooks may run at once, each in its own kernel."""
     import papermill as pm
-    env_path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env_path) if p)
     t0 = time.perf_counter()
     try:
         pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
@@ -85,12 +109,13 @@ def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: 
         error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"
     except Exception as e:  # noqa: BLE001 - kernel died, timeout, bad notebook: report it, go on
         error = f"{type(e).__name__}: {e}"
-    finally:
-        if env_path:
-            os.environ["PYTHONPATH"] = env_path
-        else:
-            os.environ.pop("PYTHONPATH", None)
     return time.perf_counter() - t0, error
+
+
+def default_jobs() -> int:
+    """Notebooks run at once: two where there are two cores or more (each kernel then gets one
+    thread), else one."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
 
 
 def notebook_params(src: Path, params: dict) -> dict:

@@ -263,13 +263,17 @@ def test_03_report_renders_and_switches_in_chromium(built):
 
 @needs_chromium
 def test_04_report_select_switches_in_chromium(built, tmp_path):
-    """In the 04 report, changing the temperature <select> (a change event) shows the T=1 state."""
+    """In the 04 report, changing the temperature <select> (a change event) shows the T=1 chain
+    state; a fragment opens a tree shape."""
     html = html_of(built, "04_acceptance_vs_depth").replace("</body>", """<script>
       var s=document.querySelector('select[data-control="temperature"]'); s.value="1";
       s.dispatchEvent(new Event("change"));</script></body>""")
     page = tmp_path / "04.html"
     page.write_text(html)
-    assert shown_states(helpers.browser_dom(page.as_uri())) == ["temperature=1&depth=4"]
+    assert shown_states(helpers.browser_dom(page.as_uri())) == ["shape=chain&temperature=1&depth=4"]
+    tree = "shape=tree%20topk%202%2C%206%20nodes&temperature=0&depth=4"
+    assert shown_states(helpers.browser_dom((built[0] / "04_acceptance_vs_depth.html").as_uri()
+                                            + "#" + tree)) == [tree]
 
 
 @pytest.mark.slow

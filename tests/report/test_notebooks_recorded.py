@@ -15,7 +15,8 @@ from eagle_nb.loop.recording import record
 from eagle_nb.report import build as report_build
 
 NOTEBOOKS = ["03_fc_bypass_ablation", "04_acceptance_vs_depth", "06_doctor"]
-NEW = 32            # the notebooks' max_new_tokens (03, 04); 06 uses 16
+N, NEW = 4, 16      # prompts and new tokens given to every notebook (a small workload: the loaded
+                    # build of test_notebooks.py runs the defaults)
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +27,13 @@ def pair():
 @pytest.fixture(scope="module")
 def built(pair, tmp_path_factory):
     root = tmp_path_factory.mktemp("recorded")
-    prompts = shipped_prompts(8)
+    prompts = shipped_prompts(N)
     rec = record(pair.target, [pair.encode(p) for p in prompts], root / "rec", "all",
                  max_new_tokens=NEW, lookahead=8, final_hidden=True,
                  eos_token_id=pair.tokenizer.eos_token_id, texts=prompts, progress=False)
     out = root / "reports"
-    report_build.build_reports(out, params={"recording_path": str(rec)}, notebooks=NOTEBOOKS,
-                               progress=False)
+    report_build.build_reports(out, params={"recording_path": str(rec), "n_prompts": N,
+                                            "max_new_tokens": NEW}, notebooks=NOTEBOOKS, progress=False)
     return out, json.loads((out / "results.json").read_text())["notebooks"]
 
 
@@ -45,7 +46,7 @@ def test_they_execute_on_a_recording(built):
 
 def test_03_numbers_equal_the_loaded_target(built, pair):
     r = built[1]["03_fc_bypass_ablation"]["records"]
-    prompts = shipped_prompts(8)
+    prompts = shipped_prompts(N)
     for name, faults in (("healthy", ()), ("fc-bypass", ("fc-bypass",))):
         live = pair.run(prompts, Setting(faults=faults, depth=4, max_new_tokens=NEW), progress=False)
         assert r["tau"][name] == pytest.approx(live.metrics.accept_length, abs=1e-12), name
@@ -58,7 +59,7 @@ def test_04_greedy_curves_and_no_sampling_or_trees(built, pair):
     r = built[1]["04_acceptance_vs_depth"]["records"]
     assert set(r["tau_vs_depth"]) == {"healthy, T=0", "fc-bypass, T=0"}
     assert list(r["tau_vs_width"]) == ["healthy"]
-    live = pair.run(shipped_prompts(8), Setting(depth=7, max_new_tokens=NEW), progress=False)
+    live = pair.run(shipped_prompts(N), Setting(depth=7, max_new_tokens=NEW), progress=False)
     assert r["tau_vs_depth"]["healthy, T=0"]["7"] == pytest.approx(live.metrics.accept_length, abs=1e-12)
 
 

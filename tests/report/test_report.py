@@ -8,6 +8,8 @@ themselves are tested in test_notebooks.py.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -118,6 +120,36 @@ def test_build_reports_injects_params_and_writes_index(tmp_path, capfd):
     assert "href='01_tiny.html'" in page and "Tiny" in page and " s</td>" in page
     html = (tmp_path / "out" / "01_tiny.html").read_text()
     assert "recorded double = 42" in html and report_html.external_urls(html) == []
+
+
+def test_parallel_build_equals_one_at_a_time(tmp_path, monkeypatch):
+    """Three notebooks two at a time (worker processes, one thread per kernel) record what one at a
+    time records, come back in notebook order, and leave the caller's directory and environment
+    as they were; a failing one is still reported by name."""
+    srcs = []
+    for name, body in (("01_a", "import os; report_value('threads', os.environ['OMP_NUM_THREADS'])"),
+                       ("02_b", "report_value('double', 2 * x)"), ("03_c", "raise RuntimeError('boom')")):
+        srcs.append(tmp_path / "nb" / f"{name}.ipynb")
+        srcs[-1].parent.mkdir(exist_ok=True)
+        nbformat.write(tiny_notebook(body), srcs[-1])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with pytest.raises(report_build.ReportError, match="03_c: RuntimeError: boom"):
+        report_build.build_reports("out", params={"x": 4}, notebooks=[str(s) for s in srcs],
+                                   progress=False, jobs=2)
+    assert Path.cwd() == tmp_path and "OMP_NUM_THREADS" not in os.environ
+    res = json.loads((tmp_path / "out" / "results.json").read_text())["notebooks"]
+    assert list(res) == ["01_a", "02_b", "03_c"]
+    assert res["01_a"]["records"] == {"threads": "1"} and res["02_b"]["records"] == {"double": 8}
+    assert (tmp_path / "out" / "03_c.html").exists()
+
+
+def test_schedule_is_longest_first():
+    """By the last build's seconds when every notebook has one, else the engine notebook first and
+    the rest from the last."""
+    srcs = [Path(f"{n}.ipynb") for n in ("01_a", "02_b", "05_engine_x", "06_d")]
+    out = Path("/nonexistent")
+    assert [s.stem for s in report_build.schedule(srcs, out)] == ["05_engine_x", "06_d", "02_b", "01_a"]
 
 
 def test_build_reports_failure_is_reported_after_writing(tmp_path):
