@@ -24,7 +24,8 @@ def add_parser(sub):
     g.add_argument("--features", metavar="RECORDING",
                    help="replay against a recording (eagle-nb record, SpecForge or speculators "
                         "hidden-state files) instead of running the target; --target then only "
-                        "supplies embed_tokens, read lazily")
+                        "supplies embed_tokens, read lazily; --ablate measures faults on it (faults "
+                        "reading other layers need `record --layers all --final-hidden`)")
     options.depth(p)
     p.add_argument("--topk", type=int, default=1,
                    help="tree branching (SGLang --speculative-eagle-topk); 1 = chain")
@@ -74,10 +75,13 @@ def run(a) -> int:
 
 
 def run_replay(a) -> int:
-    """`speculate --features RECORDING`: greedy speculation replayed against recorded states."""
-    if a.temperature != 0 or a.ablate:
-        raise ValueError("--features replays greedy speculation only: drop --temperature/--ablate "
-                         "(ablations and sampling need the live target)")
+    """`speculate --features RECORDING`: greedy speculation replayed against recorded states; with
+    --ablate, the faults measured on the recording (experiment/recorded_pair.py)."""
+    if a.temperature != 0 or a.topk != 1:
+        raise ValueError("--features replays greedy speculation only: drop --temperature/--topk "
+                         "(sampling and trees need the live target)")
+    if a.ablate:
+        return run_recorded_faults(a)
     from eagle_nb.checkpoints.load import load_drafter
     from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
     from eagle_nb.loop.replay import replay
@@ -94,6 +98,21 @@ def run_replay(a) -> int:
         from eagle_nb.io.target_parts import TargetParts
         lm_head = TargetParts(a.target).lm_head()
     res = replay(drafter, rec, depth=a.depth, max_new_tokens=a.max_new_tokens, lm_head=lm_head)
+    print(json.dumps(res.summary(), indent=2) if a.json else res.report_text())
+    return 0
+
+
+def run_recorded_faults(a) -> int:
+    """`--features REC --ablate F`: the pair with the faults switched on, from the recording (the
+    target never loaded); a fault the recording cannot answer is refused with the reason."""
+    from eagle_nb.experiment.recorded_pair import RecordedPair
+    from eagle_nb.experiment.setting import Setting
+    s = Setting(faults=tuple(a.ablate), depth=a.depth, max_new_tokens=a.max_new_tokens, seed=a.seed)
+    pair = RecordedPair(a.features, a.drafter, a.target, device=a.device)
+    why = pair.why_not(s)
+    if why:
+        raise ValueError(f"--ablate {' '.join(a.ablate)} on the recording {a.features}: {why}")
+    res = pair.run(pair.prompts(), s, progress=False)
     print(json.dumps(res.summary(), indent=2) if a.json else res.report_text())
     return 0
 

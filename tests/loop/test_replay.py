@@ -185,8 +185,22 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
     drafter = load_drafter(SHIPPED_DRAFTER, SHIPPED_TARGET)
     api = replay(drafter, tmp_path / "rec", depth=3, progress=False)
     assert out["accept_length"] == api.metrics.accept_length and out["tau_is_estimate"] is False
-    with pytest.raises(SystemExit) as e:      # ablations need the live target: refused, not ignored
+    # a fault the recording answers is measured on it; one it cannot is refused with the reason
+    with pytest.raises(SystemExit) as e:
+        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--ablate", "d2t-absolute",
+                  "--depth", "3", "--max-new-tokens", "16", "--json"])
+    assert e.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    from eagle_nb.experiment.recorded_pair import RecordedPair
+    from eagle_nb.experiment.setting import Setting
+    rp = RecordedPair(tmp_path / "rec")
+    api = rp.run(rp.prompts(), Setting(faults=("d2t-absolute",), depth=3, max_new_tokens=16))
+    assert out["accept_length"] == api.metrics.accept_length < 1.5 and out["computed_by"] == "one-pass"
+    with pytest.raises(SystemExit) as e:
         cli_main(["speculate", "--features", str(tmp_path / "rec"), "--ablate", "fc-bypass"])
+    assert e.value.code == 2 and "the final state was not recorded" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--temperature", "1"])
     assert e.value.code == 2 and "greedy speculation only" in capsys.readouterr().err
 
 
