@@ -10,3 +10,16 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+# The longest files first: with `-n 2 --dist loadfile` each file goes whole to one worker, in
+# collection order, so a long file collected late becomes the run's tail while the other worker
+# idles. These hold the session's long set-ups (notebook builds, vLLM start-ups).
+LONG_FIRST = ("report/test_notebooks.py", "engines/test_engine_record.py", "engines/test_engine.py",
+              "report/test_notebooks_recorded.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item):
+        path = item.nodeid.split("::")[0]
+        return next((i for i, f in enumerate(LONG_FIRST) if path.endswith(f)), len(LONG_FIRST))
+    items.sort(key=rank)          # stable: the order within a file and among the rest is kept

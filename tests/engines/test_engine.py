@@ -93,7 +93,9 @@ def test_server_started_reused_and_port_conflict(server):
         VllmServer(SHIPPED_TARGET, SHIPPED_DRAFTER_SPECULATORS, K, port=server.port).start()
 
 
-@pytest.mark.parametrize("fault", ["layer-ids+1", "d2t-absolute"])
+# layer-ids+1 in vLLM against the kit's ablation is notebook 05's comparison, asserted by
+# tests/report/test_notebooks.py (test_05_engine_agrees_with_reference_and_ablation): not started twice
+@pytest.mark.parametrize("fault", ["d2t-absolute"])
 def test_broken_checkpoint_engine_matches_the_kits_ablation(fault, pair, tmp_path):
     """A broken copy of the drafter in the engine; the kit's healthy drafter with the named
     ablation on the reference side: tau agrees within tolerance, the fault costs more than that

@@ -1,6 +1,6 @@
 """Recording on the real engine (vLLM CPU build from `make engine`): the shipped target served with
 the `extract_hidden_states` method and the kit's CPU-safe connector, 16 shipped prompts x (64 + 8)
-greedy tokens, against the kit's own greedy reference, `capture()` and live loop.
+greedy tokens, against the kit's own greedy reference, `capture()` and acceptance.
 
 One server for the module (HF ids 2, 4, 5 and 8 = L); skipped, with the reason, only when no
 engine environment exists. Tolerance: measured max |engine - capture()| = 2.5e-5 on states of
@@ -19,7 +19,7 @@ from eagle_nb.engines.hidden_states import installed_version
 from eagle_nb.engines.recorder import hidden_states_server, record_on_engine
 from eagle_nb.experiment.pair import shipped_prompts
 from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
-from eagle_nb.loop.chain import generate, greedy_reference
+from eagle_nb.loop.chain import greedy_reference
 from eagle_nb.loop.recording import Recording
 from eagle_nb.loop.replay import replay
 from eagle_nb.model.capture import capture
@@ -97,20 +97,27 @@ def test_engine_aux_and_final_equal_capture(pair, recording):
     assert worst_aux <= AUX_TOL and worst_final <= AUX_TOL
 
 
-def test_engine_recording_replays_to_the_live_loop_at_depths_1_to_8(pair, prompt_ids, recording):
-    """Replay of the engine's recording: the live loop's accept counts, prompt by prompt, k = 1..8."""
+def test_engine_recording_replays_to_the_kits_acceptance_at_depths_1_to_8(pair, prompt_ids, recording):
+    """Replay of the engine's recording gives the accept counts of the kit's own target, prompt by
+    prompt and verify step by step, k = 1..8. The kit's side is the one pass over its target (16
+    prompts x 64 tokens x 8 depths in one drafter pass), which tests/loop/test_onepass.py and
+    tests/experiment/test_recorded_pair.py hold equal to the live loop on this pair."""
+    from eagle_nb.loop import onepass as OP
+    from eagle_nb.loop import target_states as TS
+    from eagle_nb.loop.chain import FEATURES_AUX
     model, tok, drafter = pair
+    st = TS.from_target(model, [torch.tensor([x]) for x in prompt_ids], NEW + 8)
+    ours = OP.match_lengths(drafter, st.ids, st.features(FEATURES_AUX, DRAFTER_IDS), st.prompt_lens, NEW, 8)
     differ = []
     for k in range(1, 9):
         res = replay(drafter, recording, depth=k, max_new_tokens=NEW, progress=False)
         assert not res.estimate
-        for x, st in zip(prompt_ids, res.stats):
-            _, live = generate(model, drafter, torch.tensor([x]), depth=k, max_new_tokens=NEW,
-                               layer_ids=sorted(DRAFTER_IDS), eos_token_id=tok.eos_token_id)
-            if st.accept_counts != live.accept_counts:
-                differ.append((k, next(i for i, (a, b) in enumerate(zip(st.accept_counts, live.accept_counts))
-                                       if a != b)))
-    assert not differ, f"(depth, first differing verify step): {differ}"
+        kit = OP.chain_run(ours, st.ids, st.prompt_lens, k, NEW, tok.eos_token_id)
+        for b, (x, y) in enumerate(zip(res.stats, kit.stats)):
+            if x.accept_counts != y.accept_counts:
+                differ.append((k, b, next(i for i, (u, v) in enumerate(zip(x.accept_counts, y.accept_counts))
+                                          if u != v)))
+    assert not differ, f"(depth, prompt, first differing verify step): {differ}"
 
 
 def test_a_subset_in_any_order_is_picked_from_the_engines_columns(server, recording, prompt_ids, tmp_path):
