@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from eagle_nb.doctor import seed_case
 from eagle_nb.io.stream_write import Planned, write_safetensors
 
 CONFIGS = Path(__file__).resolve().parent / "fixtures" / "realsize"
@@ -66,27 +67,12 @@ CASES = {
                       ("model-00000-of-00002.safetensors", "model-00002-of-00002.safetensors")),
 }
 WIDTHS = ("hidden_size", "intermediate_size", "target_hidden_size", "text_hidden_size")
-VOCABS = ("vocab_size", "draft_vocab_size")
 
 
 def scaled(cfg, scale: float):
     """The config with widths (to multiples of 64, one rule for drafter and target so they stay
     equal), vocabularies (multiples of 8) and head_dim (even) divided by 1/scale."""
-    if isinstance(cfg, list):
-        return [scaled(v, scale) for v in cfg]
-    if not isinstance(cfg, dict):
-        return cfg
-    out = {}
-    for k, v in cfg.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            out[k] = scaled(v, scale)
-        elif k in WIDTHS:
-            out[k] = max(64, round(v * scale / 64) * 64)
-        elif k in VOCABS:
-            out[k] = max(64, round(v * scale / 8) * 8)
-        else:
-            out[k] = max(2, round(v * scale / 2) * 2) if k == "head_dim" else v
-    return out
+    return seed_case.scaled(cfg, scale, widths=WIDTHS, width_step=64)
 
 
 def config(name: str, scale: float, crlf: bool = False, edit=None) -> tuple[str, dict]:

@@ -71,19 +71,21 @@ class SeedCase:
     depth: int | None = None
 
 
-def scaled(cfg, scale: float):
-    """A copy of a config dict with widths and vocabularies divided by 1/scale (recursively)."""
+def scaled(cfg, scale: float, widths=WIDTHS, width_step: int = 8):
+    """A copy of a config dict (recursively) with the `widths` keys divided by 1/scale to multiples
+    of `width_step`, vocabularies to multiples of 8 (both at least 64) and head_dim to even. The
+    real-size tests use it with a step of 64, so drafter and target widths stay equal."""
     if isinstance(cfg, list):
-        return [scaled(v, scale) for v in cfg]
+        return [scaled(v, scale, widths, width_step) for v in cfg]
     if not isinstance(cfg, dict):
         return cfg
     out = {}
     for k, v in cfg.items():
-        if isinstance(v, int) and not isinstance(v, bool) and k in WIDTHS + VOCABS + ("head_dim",):
-            step, least = (2, 2) if k == "head_dim" else (8, 64)
+        if isinstance(v, int) and not isinstance(v, bool) and k in (*widths, *VOCABS, "head_dim"):
+            step, least = (2, 2) if k == "head_dim" else (width_step, 64) if k in widths else (8, 64)
             out[k] = max(least, round(v * scale / step) * step)
         else:
-            out[k] = scaled(v, scale)
+            out[k] = scaled(v, scale, widths, width_step)
     return out
 
 

@@ -62,14 +62,7 @@ class RecordedOnePass(OnePass):
         return min(max(self.k_max, s.depth), room)
 
     def states(self, target, ids: list, n_tokens: int) -> TS.TargetStates:
-        recs = [self.pair.record_by_ids(x) for x in ids]
-        st = TS.TargetStates([r.input_ids for r in recs], [r.prompt_len for r in recs],
-                             {"aux": [r.aux for r in recs]}, self.pair.recording.meta.get("num_layers"),
-                             fused_ids=self.pair.recording.layer_ids, source=str(self.pair.recording.path),
-                             names=[r.name for r in recs])
-        if all(r.final is not None for r in recs):
-            st.states[TS.FINAL] = [r.final for r in recs]
-        return st
+        return TS.from_recording(self.pair.recording, [self.pair.record_by_ids(x) for x in ids])
 
 
 class RecordedPair(Pair):
@@ -194,10 +187,7 @@ class RecordedPair(Pair):
     def aux_features(self, prompts):
         """Per prompt, the recorded aux states at the written ids (every recorded position)."""
         for i, p in enumerate(prompts):
-            rec = self.record_of(p, i)
-            st = TS.TargetStates([rec.input_ids], [rec.prompt_len], {"aux": [rec.aux]},
-                                 self.num_layers, fused_ids=self.recording.layer_ids,
-                                 source=str(self.recording.path))
+            st = TS.from_recording(self.recording, [self.record_of(p, i)])
             yield st.features(TS.FEATURES_AUX, self.layer_ids)[0]
 
     def _run(self, prompts, s: Setting, check_reference: bool, progress: bool,

@@ -26,6 +26,7 @@ from eagle_nb.io.files import UserFileError, check_regular, show
 from eagle_nb.io.weight_files import (
     CheckpointError,
     absent_from_shard,
+    check_state_dict,
     find_weights_file,
     shard_map,
 )
@@ -116,14 +117,7 @@ class WeightFile:
             state = self._load_whole()       # pre-zip .bin: cannot be mapped
         except Exception as e:  # noqa: BLE001 - any reader failure is the user's file
             raise self._refused(e) from None
-        if not isinstance(state, dict):
-            raise CheckpointError(f"{show(self.path)}: holds a {type(state).__name__}, expected a "
-                                  f"dict {{weight name: tensor}} (a state_dict)")
-        bad = [k for k, v in state.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
-        if bad:
-            raise CheckpointError(f"{show(self.path)}: entries {bad[:5]} are not tensors under string "
-                                  f"names; expected a state_dict")
-        self._bin = state
+        self._bin = state = check_state_dict(state, self.path)
         offsets = self._bin_offsets(state)
         return {k: Entry(v.dtype, tuple(v.shape), offsets.get(k), v.numel() * v.element_size())
                 for k, v in state.items()}

@@ -54,6 +54,11 @@ def _read_one(f: Path) -> dict[str, torch.Tensor]:
         kind = "refused to unpickle (weights_only=True; it holds code or objects)" \
             if "weights_only" in str(e) or "Unpickl" in type(e).__name__ else "corrupt or truncated"
         raise CheckpointError(f"{show(f)}: {kind}: {type(e).__name__}: {str(e)[:200]}") from None
+    return check_state_dict(state, f)
+
+
+def check_state_dict(state, f: Path) -> dict[str, torch.Tensor]:
+    """`state` if it is a state_dict ({str: tensor}), else a CheckpointError naming file `f`."""
     if not isinstance(state, dict):
         raise CheckpointError(f"{show(f)}: holds a {type(state).__name__}, expected a dict "
                               f"{{weight name: tensor}} (a state_dict)")

@@ -178,9 +178,10 @@ def _check(st: TargetStates, head, final: torch.Tensor, seq: torch.Tensor, T0: i
     st.target_disagree.append(disagree)
 
 
-def from_recording(recording) -> TargetStates:
-    """The records of a `Recording` (our format or a trainer's files), read into memory."""
-    recs = list(recording)
+def from_recording(recording, records=None) -> TargetStates:
+    """The records of a `Recording` (our format or a trainer's files), read into memory: all of
+    them, or the already read `records` of it (a subset, in the caller's order)."""
+    recs = list(recording) if records is None else list(records)
     st = TargetStates([r.input_ids for r in recs], [r.prompt_len for r in recs],
                       {"aux": [r.aux for r in recs]}, recording.meta.get("num_layers"),
                       fused_ids=recording.layer_ids, source=str(recording.path))
