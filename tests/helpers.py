@@ -20,7 +20,7 @@ import torch
 import transformers as tf
 from torch import nn
 
-from eagle_nb.io.paths import REPO_ROOT, SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.io.paths import REPO_ROOT, CODE_DRAFTER_SPECULATORS
 from eagle_nb.model.config import DrafterConfig
 from eagle_nb.model.drafter import Eagle3Drafter
 from eagle_nb.model.kv_cache import KVCache
@@ -386,7 +386,7 @@ def text_ids(model: nn.Module, batch: int = 2, seq: int = 9) -> torch.Tensor:
 
 
 # -- planted drafters (tests/doctor/) --------------------------------------------------------------
-def plant(tmp_path: Path, src=SHIPPED_DRAFTER_SPECULATORS, weights=None, config=None,
+def plant(tmp_path: Path, src=CODE_DRAFTER_SPECULATORS, weights=None, config=None,
           name="d") -> Path:
     """Copy a shipped drafter, then edit its tensors (`weights(state) -> state`) and/or config."""
     from safetensors.torch import load_file, save_file
@@ -600,3 +600,18 @@ def peak_rss_mb(*argv: str) -> float:
     last = out.stdout.strip().splitlines()[-1].split()
     assert last[0] == "PEAK_RSS_KB" and last[3] == "0", out.stdout + out.stderr
     return int(last[1]) / 1024
+
+
+def code_prompts(n: int | None = None) -> list[str]:
+    """The code pair's evaluation prompts (the first `n`)."""
+    from eagle_nb.io.prompts import read_prompts
+    from eagle_nb.io.paths import CODE_PROMPTS
+    p = read_prompts(CODE_PROMPTS)
+    return p[:n] if n else p
+
+
+def code_pair(**kw):
+    """The code pair loaded (target, format-A drafter, its format-C copy for the key faults)."""
+    from eagle_nb.experiment.pair import Pair
+    from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
+    return Pair(CODE_TARGET, CODE_DRAFTER, speculators_path=str(CODE_DRAFTER_SPECULATORS), **kw)

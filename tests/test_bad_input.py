@@ -25,7 +25,7 @@ from eagle_nb.io.weight_files import CheckpointError
 from eagle_nb.checkpoints.convert import convert
 from eagle_nb.checkpoints.save import save_drafter
 from eagle_nb.checkpoints.load import load_drafter
-from eagle_nb.io.paths import SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_TARGET
 from helpers import target_for, tiny_drafter, tiny_features
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +82,7 @@ def own_embed(tmp_path, drafter):
 def model_copy(tmp_path) -> Path:
     """A copy of the shipped target directory: the 'model destroyed by convert' case."""
     dst = tmp_path / "model_dir"
-    shutil.copytree(SHIPPED_TARGET, dst)
+    shutil.copytree(CODE_TARGET, dst)
     return dst
 
 
@@ -526,10 +526,10 @@ ROWS = [
     ("cli-device-unknown", _cli("speculate", "--prompt", "x", "--device", "gpu"), CliError, "is not a device name torch knows"),
     ("cli-target-missing-hub-like", _cli("speculate", "--prompt", "x", "--target", "no_such/target"), CliError, "not in the local Hugging Face cache"),
     ("cli-target-missing-path", _cli("speculate", "--prompt", "x", "--target", "{tmp}/nope"), CliError, "no such directory (looked for"),
-    ("cli-target-is-a-file", _cli("speculate", "--prompt", "x", "--target", str(SHIPPED_TARGET / "config.json")), CliError, "is a file; expected a Hugging Face checkpoint directory"),
+    ("cli-target-is-a-file", _cli("speculate", "--prompt", "x", "--target", str(CODE_TARGET / "config.json")), CliError, "is a file; expected a Hugging Face checkpoint directory"),
     ("cli-target-dir-without-config", _cli("capture", "--prompt", "x", "--target", "{tmp}"), CliError, "no config.json"),
-    ("cli-target-tokenizer-fifo", lambda c: (shutil.copytree(SHIPPED_TARGET, c.tmp / "t"), (c.tmp / "t" / "tokenizer.json").unlink(), c.fifo(c.tmp / "t" / "tokenizer.json"), _cli("capture", "--prompt", "x", "--target", c.tmp / "t")(c)), CliError, "tokenizer.json is not a regular file"),
-    ("cli-target-config-list", lambda c: (shutil.copytree(SHIPPED_TARGET, c.tmp / "t"), (c.tmp / "t" / "config.json").write_text("[]"), _cli("capture", "--prompt", "x", "--target", c.tmp / "t")(c)), CliError, "top level is a JSON list"),
+    ("cli-target-tokenizer-fifo", lambda c: (shutil.copytree(CODE_TARGET, c.tmp / "t"), (c.tmp / "t" / "tokenizer.json").unlink(), c.fifo(c.tmp / "t" / "tokenizer.json"), _cli("capture", "--prompt", "x", "--target", c.tmp / "t")(c)), CliError, "tokenizer.json is not a regular file"),
+    ("cli-target-config-list", lambda c: (shutil.copytree(CODE_TARGET, c.tmp / "t"), (c.tmp / "t" / "config.json").write_text("[]"), _cli("capture", "--prompt", "x", "--target", c.tmp / "t")(c)), CliError, "top level is a JSON list"),
     ("cli-inspect-target-missing", _cli("inspect", str(REPO / "data" / "drafter_eagle"), "--target", "no_such/target"), CliError, "not in the local Hugging Face cache"),
     ("cli-prompts-not-utf8", lambda c: _cli("speculate", "--prompts", _write("bad.jsonl", b'{"prompt": "ok"}\n{"prompt": "\xff"}\n')(c))(c), CliError, "bad.jsonl:2: not UTF-8"),
     ("cli-prompts-fifo", lambda c: _cli("speculate", "--prompts", c.fifo(c.tmp / "pipe"))(c), CliError, "is a FIFO"),
@@ -588,7 +588,7 @@ ROWS = [
     ("api-params-misspelt", lambda c: importlib.import_module("eagle_nb.report.params").check_params({"max_new_token": 8}, importlib.import_module("eagle_nb.report.execute").list_notebooks()), ParamError, "did you mean 'max_new_tokens'"),
     ("api-build-reports-into-notebooks", lambda c: importlib.import_module("eagle_nb.report.build").build_reports(REPO / "notebooks" / "." ), ParamError, "the source notebooks folder"),
     ("api-load-target-missing", lambda c: importlib.import_module("eagle_nb.model.targets").load_target("no_such/target"), TargetError, "not in the local Hugging Face cache"),
-    ("api-load-target-dtype-int8", lambda c: importlib.import_module("eagle_nb.model.targets").load_target(SHIPPED_TARGET, dtype="int8"), ValueError, "choose one of"),
+    ("api-load-target-dtype-int8", lambda c: importlib.import_module("eagle_nb.model.targets").load_target(CODE_TARGET, dtype="int8"), ValueError, "choose one of"),
 ]
 
 

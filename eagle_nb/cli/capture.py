@@ -16,7 +16,9 @@ def add_parser(sub):
             eagle-nb capture --prompt "def f(x):" --layers eagle3 --json
             eagle-nb capture --prompt "x" --layers 1,3,4 --convention sglang-config""")
     options.target(p)
-    p.add_argument("--prompt", required=True, help="one prompt text")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--chat", help="one user turn, sent through the target's chat template")
+    g.add_argument("--prompt", help="one raw prompt text")
     options.layers(p)
     options.device(p)
     options.json_output(p)
@@ -30,11 +32,11 @@ def run(a) -> int:
     from eagle_nb.model.decoder import num_decoder_layers
     from eagle_nb.model.limits import as_input_ids, encode, fit_prompt
     from eagle_nb.model.targets import load_target
-    options.nonempty(a.prompt)
+    prompt = options.prompt_list(a)[0]
     model, tok = load_target(a.target, device=a.device)
     L = num_decoder_layers(model, a.layers_path)
     ids = options.layer_ids(a.layers, a.convention, L)
-    x = as_input_ids(encode(tok, a.prompt, "--prompt"))
+    x = as_input_ids(encode(tok, prompt, "--chat" if a.chat is not None else "--prompt"))
     x = fit_prompt(x, model, 0, 0, where="--prompt").to(next(model.parameters()).device)
     with torch.no_grad(), capture(model, ids, layers_path=a.layers_path) as states:
         model(input_ids=x)

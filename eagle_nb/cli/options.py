@@ -57,11 +57,25 @@ def drafter(p) -> None:
 
 
 def prompts(p, required: bool = True):
-    """--prompt | --prompts, one of them required (the group, for commands that add a third way)."""
+    """--chat | --prompt | --prompts, one of them required (the group, for commands that add a
+    fourth way)."""
     g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("--prompt", help="one prompt text")
-    g.add_argument("--prompts", help="JSON lines file with a 'prompt' field per line")
+    g.add_argument("--chat", help="one user turn, sent through the target's chat template with its "
+                                  "generation prompt (what a chat endpoint sends)")
+    g.add_argument("--prompt", help="one raw prompt text (what a completions endpoint sends)")
+    g.add_argument("--prompts", help="JSON lines file: a 'messages' list (chat) or a 'prompt' text "
+                                     "(raw) per line")
     return g
+
+
+def prompt_list(a) -> list:
+    """The prompts the flags name: [Chat] for --chat, [text] for --prompt, else the file's."""
+    from eagle_nb.io.prompts import Chat, read_prompts
+    if getattr(a, "chat", None) is not None:
+        return [Chat.user(nonempty(a.chat, "--chat"))]
+    if a.prompt is not None:
+        return [nonempty(a.prompt)]
+    return read_prompts(a.prompts)
 
 
 def layers(p, default: str | None = "eagle3") -> None:
@@ -126,14 +140,14 @@ def layer_ids(spec: str, convention: str, num_layers: int) -> list[int]:
     return to_hf(ids, convention)
 
 
-def nonempty(prompt: str) -> str:
-    """--prompt, refused when empty."""
+def nonempty(prompt: str, flag: str = "--prompt") -> str:
+    """--prompt (or --chat), refused when empty."""
     if not prompt:
-        raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
+        raise ValueError(f"{flag} is empty; give the text to start from, e.g. {flag} 'def f(x):'")
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as e:   # argv bytes that are not UTF-8 arrive as lone surrogates
-        raise ValueError(f"--prompt is not UTF-8 text (byte {ord(prompt[e.start]) & 0xFF:#04x} at "
+        raise ValueError(f"{flag} is not UTF-8 text (byte {ord(prompt[e.start]) & 0xFF:#04x} at "
                          f"character {e.start}); check the terminal's encoding, or put the prompt "
                          f"in a --prompts JSON-lines file") from None
     return prompt

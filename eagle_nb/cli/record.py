@@ -33,7 +33,6 @@ def add_parser(sub):
 
 
 def run(a) -> int:
-    from eagle_nb.io.prompts import read_prompts
     from eagle_nb.loop.recording import record
     from eagle_nb.model.decoder import num_decoder_layers
     from eagle_nb.model.limits import encode
@@ -42,7 +41,7 @@ def run(a) -> int:
         return cmd_record_engine(a, options.layer_ids)
     model, tok = load_target(a.target, device=a.device, dtype=a.dtype, device_map=a.device_map)
     ids = layer_ids(a, num_decoder_layers(model, a.layers_path), options.layer_ids)
-    prompts = [options.nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
+    prompts = options.prompt_list(a)
     enc = [encode(tok, p, f"prompt {i}") for i, p in enumerate(prompts)]
     out = record(model, enc, a.out, ids, max_new_tokens=a.max_new_tokens, lookahead=a.lookahead,
                  target_name=str(a.target or "shipped"), final_hidden=a.final_hidden,

@@ -45,8 +45,8 @@ def layer_ids(a, num_layers: int, parse) -> list[int]:
 def cmd_record_engine(a, parse) -> int:
     from eagle_nb.engines.recorder import record_on_engine
     from eagle_nb.engines.server import EngineError
+    from eagle_nb.cli import options
     from eagle_nb.io.paths import SHIPPED_TARGET
-    from eagle_nb.io.prompts import read_prompts
     from eagle_nb.io.target_parts import read_text_config
     from eagle_nb.model.targets import resolve_target
     if a.engine == "transformers":
@@ -58,7 +58,7 @@ def cmd_record_engine(a, parse) -> int:
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(target, local_files_only=True, trust_remote_code=a.trust_remote_code)
     ids = layer_ids(a, read_text_config(target).num_hidden_layers, parse)
-    prompts = [a.prompt] if a.prompt is not None else read_prompts(a.prompts)
+    prompts = options.prompt_list(a)
     if any(not p for p in prompts):
         raise ValueError("--prompt is empty; give the text to start from, e.g. --prompt 'def f(x):'")
     enc = [tok(p)["input_ids"] for p in prompts]

@@ -50,7 +50,6 @@ def run(a) -> int:
         return run_replay(a)
     from eagle_nb.experiment.pair import run_prompts
     from eagle_nb.experiment.setting import Setting
-    from eagle_nb.io.prompts import read_prompts
     from eagle_nb.model.targets import pick_device, resolve_target
     # every flag is checked before a model is loaded (the same checks the API and notebooks use:
     # Setting runs SpecConfig's checks, the fault names and SGLang's tree-shape rules)
@@ -60,7 +59,7 @@ def run(a) -> int:
     pick_device(a.device)
     if a.target:
         resolve_target(a.target)
-    prompts = [options.nonempty(a.prompt)] if a.prompt is not None else read_prompts(a.prompts)
+    prompts = options.prompt_list(a)
     result = run_prompts(target=a.target, drafter=a.drafter, prompts=prompts, depth=a.depth,
                          topk=a.topk, num_draft_tokens=a.num_draft_tokens,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,

@@ -19,8 +19,8 @@ from eagle_nb.experiment.faults import HEALTHY
 
 
 def shipped_path():
-    from eagle_nb.io.paths import DATA_DIR
-    return DATA_DIR / "fault_catalogue.json"
+    from eagle_nb.io.paths import FAULT_CATALOGUE
+    return FAULT_CATALOGUE
 
 
 def load(path=None) -> dict:

@@ -73,7 +73,7 @@ class OnePass:
 
     def prompt_ids(self, prompts: tuple, w, s: Setting, truncate_prompt: bool) -> list:
         """Each prompt's ids as the live loop feeds them (wrapped, encoded, fitted)."""
-        return [fit_prompt(self.encode(w.prompt_format.format(prompt=p)), self.pair.target,
+        return [fit_prompt(self.encode(w.served(p)), self.pair.target,
                            s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
                 for i, p in enumerate(prompts)]
 

@@ -136,7 +136,7 @@ class Pair:
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
                                    disable=not progress, leave=False)):
-            ids = fit_prompt(self.encode(w.prompt_format.format(prompt=p)), self.target,
+            ids = fit_prompt(self.encode(w.served(p)), self.target,
                              s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
             kw = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, seed=s.seed + i,
                       layer_ids=list(w.layer_ids), feature_mode=w.features, fc_policy=w.fc_policy,

@@ -36,6 +36,11 @@ class Wiring:
         notes = self.notes + ((note,) if note else ())
         return replace(self, notes=notes, **changes)
 
+    def served(self, prompt):
+        """The prompt as the loop tokenises it: unchanged, or wrapped by a fault's `prompt_format`
+        (a chat is then wrapped by its user text: the template is the fault's)."""
+        return prompt if self.prompt_format == "{prompt}" else self.prompt_format.format(prompt=str(prompt))
+
     def d2t_in_use(self) -> torch.Tensor:
         return self.drafter.d2t if self.d2t is None else self.d2t
 

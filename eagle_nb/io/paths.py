@@ -1,17 +1,64 @@
-"""Where the kit's own files are: the repository root, the shipped models and prompts.
+"""Where the kit's own files are: the repository root, the shipped pairs and their prompts.
 
 One place for every path the package derives from its own location; nothing else looks at
-`__file__` to find the repository.
+`__file__` to find the repository. Two pairs ship:
+
+- the **real pair** (`SHIPPED`, the default everywhere): SmolLM2-135M-Instruct, set up by
+  `make install` into the ignored cache folder (train/smollm2.py), and the EAGLE-3 drafter the kit
+  trained for it (`data/drafter_eagle`, format A; `make install` writes its format-C copy);
+- the **code pair** (`CODE`): a 4.7M-parameter code model and its drafter, trained here, kept in
+  `data/code_pair/` for the fast unit tests.
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA_DIR = REPO_ROOT / "data"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
-SHIPPED_TARGET = DATA_DIR / "target"
-SHIPPED_DRAFTER = DATA_DIR / "drafter_eagle"
-SHIPPED_DRAFTER_SPECULATORS = DATA_DIR / "drafter_speculators"
-SHIPPED_PROMPTS = DATA_DIR / "eval_prompts.jsonl"
-FAULT_CATALOGUE = DATA_DIR / "fault_catalogue.json"
+# Set up by `make install`, never committed: $EAGLE_NB_CACHE or <repo>/.cache.
+CACHE_DIR = Path(os.environ.get("EAGLE_NB_CACHE") or REPO_ROOT / ".cache")
+SHIPPED_GGUF = CACHE_DIR / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass(frozen=True)
+class PairFiles:
+    """The files of one shipped pair."""
+    name: str
+    target: Path
+    drafter: Path                    # format A (SafeAILab EAGLE)
+    drafter_speculators: Path        # format C (speculators), the same weights
+    prompts: Path                    # evaluation prompts (JSON lines)
+    catalogue: Path                  # the fault catalogue measured on this pair
+    drafter_metrics: Path            # what the kit's trainer wrote
+    train_log: Path | None = None    # the trainer's log, in SafeAILab EAGLE's line format
+
+
+REAL = PairFiles("SmolLM2-135M-Instruct + eagle_nb drafter",
+                 target=CACHE_DIR / "SmolLM2-135M-Instruct",
+                 drafter=DATA_DIR / "drafter_eagle",
+                 drafter_speculators=CACHE_DIR / "drafter_speculators",
+                 prompts=DATA_DIR / "eval_prompts.jsonl",
+                 catalogue=DATA_DIR / "fault_catalogue.json",
+                 drafter_metrics=DATA_DIR / "drafter_metrics.json",
+                 train_log=DATA_DIR / "drafter_train.log")
+CODE_DIR = DATA_DIR / "code_pair"
+CODE = PairFiles("code pair (4.7M-parameter code model)",
+                 target=CODE_DIR / "target",
+                 drafter=CODE_DIR / "drafter_eagle",
+                 drafter_speculators=CODE_DIR / "drafter_speculators",
+                 prompts=CODE_DIR / "eval_prompts.jsonl",
+                 catalogue=CODE_DIR / "fault_catalogue.json",
+                 drafter_metrics=CODE_DIR / "drafter_metrics.json")
+
+SHIPPED = CODE     # NOTE: becomes REAL once the real pair's drafter is trained (issue 28)
+SHIPPED_TARGET = SHIPPED.target
+SHIPPED_DRAFTER = SHIPPED.drafter
+SHIPPED_DRAFTER_SPECULATORS = SHIPPED.drafter_speculators
+SHIPPED_PROMPTS = SHIPPED.prompts
+FAULT_CATALOGUE = SHIPPED.catalogue
+REAL_TARGET = REAL.target
+CODE_TARGET, CODE_DRAFTER, CODE_DRAFTER_SPECULATORS, CODE_PROMPTS = (
+    CODE.target, CODE.drafter, CODE.drafter_speculators, CODE.prompts)

@@ -147,7 +147,7 @@ def shipped_train_accuracy() -> TrainAccuracy:
     per-step accuracy, an EMA over the last training steps)."""
     import json
 
-    from eagle_nb.io.paths import DATA_DIR
-    f = DATA_DIR / "drafter_metrics.json"
+    from eagle_nb.io.paths import SHIPPED
+    f = SHIPPED.drafter_metrics
     values = json.loads(read_bytes(f, "drafter metrics", 2**20))["train_accuracy_per_step_ema"]
     return _checked(TrainAccuracy(INDEPENDENT, [float(v) for v in values], f"{f.name} (kit trainer)"))

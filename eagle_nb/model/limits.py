@@ -109,10 +109,34 @@ class ContextWarning(UserWarning):
     """Hidden states were captured at positions past the target's context."""
 
 
-def encode(tokenizer, text: str, where: str = "the prompt") -> torch.Tensor:
-    """`text` as (1, T) input ids with T >= 1: a text the tokenizer maps to no token is refused
-    naming it (a model forward of 0 tokens fails deep inside the model)."""
-    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+class ChatTemplateError(ValueError):
+    """A chat prompt for a tokenizer without a chat template (a base model)."""
+
+
+def render_chat(tokenizer, chat, generation_prompt: bool = True, where: str = "the prompt") -> str:
+    """`chat` (io.prompts.Chat) as the text a chat endpoint sends: the tokenizer's own chat template,
+    with the assistant's generation prefix unless `generation_prompt` is False."""
+    if not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise ChatTemplateError(
+            f"{where} is a chat ({len(chat.messages)} turn(s)) but the tokenizer of {name} has no chat "
+            f"template (a base model?); eagle_nb does not invent one: send raw text instead "
+            f"({{\"prompt\": ...}} lines, --prompt), or use a tokenizer that carries a template")
+    return tokenizer.apply_chat_template(chat.as_dicts(), add_generation_prompt=generation_prompt,
+                                         tokenize=False)
+
+
+def encode(tokenizer, text, where: str = "the prompt") -> torch.Tensor:
+    """`text` (raw text, or an io.prompts.Chat rendered with the chat template) as (1, T) input
+    ids with T >= 1: a text the tokenizer maps to no token is refused naming it (a model forward
+    of 0 tokens fails deep inside the model). A rendered chat already holds its special tokens, so
+    the tokenizer adds none (as vLLM's chat endpoint does)."""
+    if hasattr(text, "messages"):
+        rendered = render_chat(tokenizer, text, where=where)
+        ids = tokenizer(rendered, return_tensors="pt", add_special_tokens=False)["input_ids"]
+        text = rendered
+    else:
+        ids = tokenizer(text, return_tensors="pt")["input_ids"]
     if ids.shape[-1] == 0:
         raise ValueError(f"{where} {text[:40]!r} encodes to 0 tokens with this target's tokenizer; "
                          f"give text it tokenizes")

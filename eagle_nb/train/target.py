@@ -24,7 +24,7 @@ from eagle_nb.train import corpus
 
 @dataclass
 class TargetTrainConfig:
-    out: str = "data/target"
+    out: str = "data/code_pair/target"
     seed: int = 0
     vocab_size: int = 4096
     hidden_size: int = 192

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from eagle_nb.io.paths import SHIPPED_PROMPTS
+from eagle_nb.io.paths import CODE_PROMPTS
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -47,7 +47,7 @@ def test_speculate_json_keys_and_lossless():
             "conditional_alpha", "accept_histogram", "sglang_accept_rate_by_draft_tokens",
             "accept_counts", "feature_mode", "fc_policy", "layer_ids_hf", "verify_steps", "new_tokens", "matches_target_greedy",
             "tokens_per_s"}
-    rows = [json.loads(line) for line in SHIPPED_PROMPTS.read_text().splitlines()[:3]]
+    rows = [json.loads(line) for line in CODE_PROMPTS.read_text().splitlines()[:3]]
     prompts = os.path.join(os.path.dirname(__file__), "_cli_prompts.jsonl")
     with open(prompts, "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
@@ -110,11 +110,11 @@ def test_convert_prints_what_it_renamed_and_translated(tmp_path):
     """convert names the renamed tensors, the layer ids before and after (translated between
     conventions) and the d2t verdict; it writes model.safetensors 0644 (umask 022); quiet by
     default (no loading bars)."""
-    from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
+    from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS
     os.umask(0o022)
-    from eagle_nb.io.paths import SHIPPED_TARGET
-    rc, out, err = run_cli("convert", str(SHIPPED_DRAFTER_SPECULATORS), str(tmp_path / "d"), "--to", "sglang",
-                           "--target", str(SHIPPED_TARGET))   # its embed_tokens is the target's
+    from eagle_nb.io.paths import CODE_TARGET
+    rc, out, err = run_cli("convert", str(CODE_DRAFTER_SPECULATORS), str(tmp_path / "d"), "--to", "sglang",
+                           "--target", str(CODE_TARGET))   # its embed_tokens is the target's
     assert rc == 0, err
     assert "format speculators -> sglang;" in out and "tensors renamed" in out
     assert "layers.0.mlp.up_proj.weight -> midlayer.mlp.up_proj.weight" in out or "more (--verbose" in out

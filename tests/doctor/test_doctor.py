@@ -11,13 +11,13 @@ import sys
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
 
 from eagle_nb.experiment import faults as F
 from eagle_nb.doctor.catalogue import markdown, measure as measure_catalogue
 from eagle_nb.doctor.run import HEALTHY, doctor, measure
-from eagle_nb.experiment.pair import Pair, shipped_prompts
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.experiment.pair import Pair
+from helpers import code_prompts
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from helpers import plant
 
 K, N, NEW = 4, 4, 16
@@ -26,19 +26,19 @@ KW = dict(depth=K, n_prompts=N, max_new_tokens=NEW, progress=False)
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(None, SHIPPED_DRAFTER_SPECULATORS,
-                speculators_path=str(SHIPPED_DRAFTER_SPECULATORS))
+    return Pair(CODE_TARGET, CODE_DRAFTER_SPECULATORS,
+                speculators_path=str(CODE_DRAFTER_SPECULATORS))
 
 
 @pytest.fixture(scope="module")
 def measured(pair):
-    return measure(pair, shipped_prompts(N), K, NEW, progress=False)
+    return measure(pair, code_prompts(N), K, NEW, progress=False)
 
 
 def test_healthy_shipped_pair_no_fail_healthy_verdict(pair, measured):
     """No observation: every check passes or warns (none fails), the verdict is healthy, no probe
     finds a clearly better wiring, and every applicable fault has a predicted profile."""
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, pair=pair, **KW)
+    d = doctor(CODE_DRAFTER_SPECULATORS, pair=pair, **KW)
     assert "fail" not in {c.status for c in d.checks}, d.text()
     assert d.healthy and not any(p.better for p in d.probes)
     profiles, skipped = measured
@@ -60,7 +60,7 @@ def test_observed_profile_under_a_fault_ranks_that_fault_first(pair, measured, f
     profiles, _ = measured
     if fault not in profiles:
         pytest.skip(f"{fault} does not apply to the shipped pair")
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, pair=pair, **KW, **_observed(profiles[fault]))
+    d = doctor(CODE_DRAFTER_SPECULATORS, pair=pair, **KW, **_observed(profiles[fault]))
     same = {n for n, p in profiles.items() if (p.tau, p.per_position) == (profiles[fault].tau,
                                                                          profiles[fault].per_position)}
     named = {d.verdict.cause, *d.verdict.also_consistent}
@@ -83,14 +83,14 @@ def test_healthy_observation_is_consistent_with_a_healthy_pair(pair, measured, t
     log.write_text(f"INFO SpecDecoding metrics: Mean acceptance length: {h.tau:.2f}, Accepted: 1 "
                    f"tokens, Drafted: 4 tokens, Per-position acceptance rate: {per}, Avg Draft "
                    f"acceptance rate: 50.0%\n")
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, pair=pair, observed_log=log, **KW)
+    d = doctor(CODE_DRAFTER_SPECULATORS, pair=pair, observed_log=log, **KW)
     assert d.verdict.cause == HEALTHY and "consistent with a healthy pair" in d.verdict.summary
 
 
 def test_done_when_observed_tau_1_05_gives_an_actionable_verdict(pair):
     """tau 1.05 at k = 4: the verdict names a near-zero-acceptance fault with a fix, lists the
     other faults that explain it as well, and the healthy pair is far down the ranking."""
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, pair=pair, observed_tau=1.05, **KW)
+    d = doctor(CODE_DRAFTER_SPECULATORS, pair=pair, observed_tau=1.05, **KW)
     assert d.verdict.cause != HEALTHY and d.verdict.fix and d.verdict.basis == "observation"
     top = {d.verdict.cause, *d.verdict.also_consistent}
     assert top <= {"d2t-absolute", "d2t-identity", "layers0-keys-dropped"}, d.text()
@@ -131,7 +131,7 @@ def test_layer_ids_shifted_by_one_are_named_without_an_observation(tmp_path):
     probe = next(p for p in d.probes if p.name == "layer-ids-1")
     assert probe.better, d.text()
     assert d.verdict.cause == "layer-ids+1" and d.verdict.basis == "probe", d.verdict
-    assert d.inputs["prompts"] == len(shipped_prompts()) and d.inputs["max_new_tokens"] == 64
+    assert d.inputs["prompts"] == len(code_prompts()) and d.inputs["max_new_tokens"] == 64
     assert any("one pass" in n for n in d.notes)
 
 
@@ -140,12 +140,12 @@ def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
     reproduce it (check passes: look at serving); a checkpoint whose fc input blocks were
     reordered by a converter (no shape changes, no static trace) does not (check fails, verdict:
     the checkpoint itself)."""
-    acc = json.loads((SHIPPED_DRAFTER_SPECULATORS.parent / "drafter_metrics.json").read_text())
+    acc = json.loads((CODE_DRAFTER_SPECULATORS.parent / "drafter_metrics.json").read_text())
     log = tmp_path / "train.log"
     log.write_text("".join(f"Train Epoch [3/3], position {i},  Acc: {a:.2f}\n"
                            for i, a in enumerate(acc["train_accuracy_per_step_ema"])))
     kw = dict(depth=K, n_prompts=N, max_new_tokens=NEW, faults=["fc-bypass"], progress=False)
-    good = doctor(SHIPPED_DRAFTER_SPECULATORS, train_log=log, **kw).check("train-accuracy")
+    good = doctor(CODE_DRAFTER_SPECULATORS, train_log=log, **kw).check("train-accuracy")
     assert good.status == "pass" and "serving side" in good.evidence, good
 
     def reorder_fc(st):
@@ -155,14 +155,14 @@ def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
     c = bad.check("train-accuracy")
     assert c.status == "fail" and "not reproduced" in c.evidence, c
     assert bad.verdict.basis == "static" and "train-accuracy" in bad.verdict.summary, bad.verdict
-    typed = doctor(SHIPPED_DRAFTER_SPECULATORS, train_acc="0.99,0.99", **kw).check("train-accuracy")
+    typed = doctor(CODE_DRAFTER_SPECULATORS, train_acc="0.99,0.99", **kw).check("train-accuracy")
     assert typed.status == "fail" and "(given)" in typed.evidence
 
 
 def test_catalogue_table_has_every_fault_and_crash_text(pair):
     """The catalogue measures each registered fault (or says why it does not apply) and lists
     the crash-only faults with their error text; the markdown table has one row per entry."""
-    cat = measure_catalogue(pair, shipped_prompts(N), depth=K, temperatures=(0.0,),
+    cat = measure_catalogue(pair, code_prompts(N), depth=K, temperatures=(0.0,),
                             max_new_tokens=NEW, progress=False)   # the module's runs, cached
     names = [r["fault"] for r in cat["rows"]]
     assert names[0] == HEALTHY and set(f.name for f in F.FAULTS) < set(names)
@@ -177,6 +177,6 @@ def test_cli_done_when_command():
     """The command from the issue, as a user runs it: exit 1 (not healthy) and a verdict line."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     p = subprocess.run([sys.executable, "-m", "eagle_nb", "doctor", "--drafter",
-                        str(SHIPPED_DRAFTER_SPECULATORS), "--observed-tau", "1.05", "--depth", "4"],
+                        str(CODE_DRAFTER_SPECULATORS), "--observed-tau", "1.05", "--depth", "4"],
                        capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 1 and p.stdout.startswith("VERDICT: observed tau 1.05 fits"), p.stderr

@@ -17,7 +17,7 @@ import torch
 from eagle_nb.doctor import preflight as P
 from eagle_nb.doctor.run import doctor
 from eagle_nb.doctor.seed_case import CONFIGS, build_seed_case
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.model.architectures import ARCHITECTURES, layers_on_meta, lookup, remote_code_reason
 
 SERVING = {"wrapper-capture", "fc-bypass", "d2t-absolute", "embed-not-shared", "d2t-identity"}
@@ -95,7 +95,7 @@ def test_static_only_with_a_log_still_ranks(tmp_path):
 def test_preflight_shipped_target_can_run_and_real_configs_cannot():
     """The shipped target runs here (the doctor's measured path is unchanged); Kimi-K2's config
     needs its own code (auto_map, model_type kimi_k2) and ~1.03T parameters."""
-    pre = P.preflight(SHIPPED_TARGET)
+    pre = P.preflight(CODE_TARGET)
     assert pre.can_run and not pre.reasons
     kimi = _config("moonshotai_Kimi-K2-Instruct.json")
     assert remote_code_reason(kimi) and "auto_map" in remote_code_reason(kimi)
@@ -114,7 +114,7 @@ def test_architecture_table_tells_text_decoders_from_wrappers():
     assert k25.wrapper and k25.layers == "language_model.model.layers"
     assert any("0.5.10 (PR #19689)" in e for e in k25.engines)
     assert any("PR #13904" in e for e in ARCHITECTURES["Qwen2_5_VLForConditionalGeneration"].engines)
-    cfg = json.loads((SHIPPED_TARGET / "config.json").read_text())
+    cfg = json.loads((CODE_TARGET / "config.json").read_text())
     assert layers_on_meta(dict(cfg, architectures=["Qwen2ForCausalLM"], model_type="qwen2"))[0] == "model.layers"
 
 
@@ -123,18 +123,18 @@ def test_a_recording_is_measured_when_the_target_cannot_run(tmp_path):
     drafter's three layers): the doctor measures the pair and every fault a recording can answer by
     the one pass over the recorded states, names the faults it could not measure and why, and the
     healthy tau it measures is the recording's replayed tau."""
-    from eagle_nb.experiment.pair import shipped_prompts
+    from helpers import code_prompts
     from eagle_nb.loop.recording import record
     from eagle_nb.loop.replay import replay
     from eagle_nb.checkpoints.load import load_drafter
     from eagle_nb.model.targets import load_target
     model, tok = load_target(device="cpu")
-    ids = [tok(p, return_tensors="pt")["input_ids"] for p in shipped_prompts(4)]
+    ids = [tok(p, return_tensors="pt")["input_ids"] for p in code_prompts(4)]
     rec = record(model, ids, tmp_path / "rec", [2, 4, 5], max_new_tokens=16, lookahead=4,
                  target_name="shipped", eos_token_id=tok.eos_token_id, progress=False)
     t = tmp_path / "t"
-    shutil.copytree(SHIPPED_TARGET, t, ignore=shutil.ignore_patterns("tokenizer*"))
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, t, observed_tau=1.05, depth=4, features=rec,
+    shutil.copytree(CODE_TARGET, t, ignore=shutil.ignore_patterns("tokenizer*"))
+    d = doctor(CODE_DRAFTER_SPECULATORS, t, observed_tau=1.05, depth=4, features=rec,
                max_new_tokens=16, progress=False)
     assert any(n.startswith("plan: 2. dynamic: one pass over the recording") for n in d.notes), d.notes
     assert any("one pass (exact greedy chain acceptance) on the recording" in n for n in d.notes)
@@ -143,7 +143,7 @@ def test_a_recording_is_measured_when_the_target_cannot_run(tmp_path):
     assert "were not kept" in skipped["layer-ids+1"] and "NeedsTarget" in skipped["wrapper-capture"]
     measured = {h.fault: h.predicted["tau"] for h in d.hypotheses if h.predicted}
     assert {"healthy", "d2t-absolute", "lm-head-missing"} <= set(measured)
-    replayed = replay(load_drafter(SHIPPED_DRAFTER_SPECULATORS, dtype=torch.float32), rec, depth=4,
+    replayed = replay(load_drafter(CODE_DRAFTER_SPECULATORS, dtype=torch.float32), rec, depth=4,
                       max_new_tokens=16)
     assert measured["healthy"] == pytest.approx(replayed.metrics.accept_length, abs=1e-9)
     assert d.verdict.cause not in ("healthy", "undetermined") and d.inputs["prompts"] == 4

@@ -15,7 +15,7 @@ from eagle_nb.doctor import observed
 from eagle_nb.doctor import ranking
 from eagle_nb.doctor.run import doctor
 from eagle_nb.doctor.static_checks import run_static
-from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_DRAFTER, CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from helpers import plant
 
 
@@ -24,7 +24,7 @@ def statuses(d):
 
 
 # -- the healthy shipped pair ----------------------------------------------------------------------
-@pytest.mark.parametrize("drafter", [SHIPPED_DRAFTER_SPECULATORS, SHIPPED_DRAFTER], ids=["C", "A"])
+@pytest.mark.parametrize("drafter", [CODE_DRAFTER_SPECULATORS, CODE_DRAFTER], ids=["C", "A"])
 def test_shipped_pair_static_no_fail_and_healthy(drafter):
     """Both shipped formats: no check fails, the verdict is healthy, and the aux-id check reports
     what each engine would capture ([2, 4, 5] for this 8-layer target)."""
@@ -33,7 +33,7 @@ def test_shipped_pair_static_no_fail_and_healthy(drafter):
     assert d.healthy and d.verdict.cause == "healthy"
     aux = d.check("aux-ids")
     assert aux.status == "pass" and "vLLM captures [2, 4, 5]" in aux.evidence
-    assert "relative difference" in d.check("embed-tokens").evidence or drafter == SHIPPED_DRAFTER
+    assert "relative difference" in d.check("embed-tokens").evidence or drafter == CODE_DRAFTER
 
 
 # -- planted faults: static evidence names them ------------------------------------------------------
@@ -86,11 +86,11 @@ def test_d2t_in_a_side_file_is_named(tmp_path):
 def test_vocab_mismatch_against_a_planted_target(tmp_path):
     """A target whose config says another vocabulary: the vocab check fails (config read only)."""
     t = tmp_path / "t"
-    shutil.copytree(SHIPPED_TARGET, t)
+    shutil.copytree(CODE_TARGET, t)
     cfg = json.loads((t / "config.json").read_text())
     cfg["vocab_size"] = 5000
     (t / "config.json").write_text(json.dumps(cfg))
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, t, dynamic=False)
+    d = doctor(CODE_DRAFTER_SPECULATORS, t, dynamic=False)
     assert d.check("vocab").status == "fail" and d.verdict.cause == "vocab-mismatch"
 
 
@@ -107,7 +107,7 @@ def test_sglang_config_ids_and_engine_captures(tmp_path):
     def rename(st):
         return {("midlayer." + k[len("layers.0."):] if k.startswith("layers.0.") else k): v
                 for k, v in st.items() if k != "embed_tokens.weight"}
-    checks, rep, _, _ = run_static(plant(tmp_path, weights=rename, config=to_b), SHIPPED_TARGET)
+    checks, rep, _, _ = run_static(plant(tmp_path, weights=rename, config=to_b), CODE_TARGET)
     aux = next(c for c in checks if c.id == "aux-ids")
     assert rep.config.aux_layer_ids == [3, 5, 6]
     assert aux.status == "warn" and "layer-ids-1" in aux.faults and "vLLM captures [2, 4, 5]" in aux.evidence
@@ -118,13 +118,13 @@ def test_wrapper_target_layout_warns(tmp_path):
     would not find them ('wrapper-capture')."""
     t = tmp_path / "w"
     t.mkdir()
-    cfg = json.loads((SHIPPED_TARGET / "config.json").read_text())
+    cfg = json.loads((CODE_TARGET / "config.json").read_text())
     (t / "config.json").write_text(json.dumps({"architectures": ["LlavaForConditionalGeneration"],
                                                "text_config": cfg}))
-    st = load_file(str(SHIPPED_TARGET / "model.safetensors"))
+    st = load_file(str(CODE_TARGET / "model.safetensors"))
     save_file({k.replace("model.", "model.language_model.", 1): v for k, v in st.items()},
               str(t / "model.safetensors"))
-    checks, _, _, meta = run_static(SHIPPED_DRAFTER_SPECULATORS, t)
+    checks, _, _, meta = run_static(CODE_DRAFTER_SPECULATORS, t)
     lay = next(c for c in checks if c.id == "target-layout")
     assert meta.num_layers == 8 and lay.status == "warn" and lay.faults == ["wrapper-capture"]
     assert next(c for c in checks if c.id == "embed-tokens").status == "pass"   # found nested
@@ -192,7 +192,7 @@ def test_log_with_a_crash_gives_a_log_verdict(tmp_path, crash):
     the verdict names that crash-only fault, from the log, with its fix."""
     f = tmp_path / "engine.log"
     f.write_text(f"INFO loading\nERROR RuntimeError: {crashes.reproduce(crash)}\nINFO exit\n")
-    d = doctor(SHIPPED_DRAFTER_SPECULATORS, observed_log=f, dynamic=False)
+    d = doctor(CODE_DRAFTER_SPECULATORS, observed_log=f, dynamic=False)
     assert d.verdict.cause == crash and d.verdict.basis == "log" and d.verdict.fix
     assert d.observation["crash_lines"] and d.hypotheses[0].fault == crash
 
@@ -278,7 +278,7 @@ def test_static_check_named_in_the_catalogue_sees_the_planted_fault(tmp_path, fa
     from eagle_nb.experiment.faults import entry
     edit, check_id, status = SEEN[fault]
     assert entry(fault).static.check == check_id and entry(fault).static.text.startswith(check_id)
-    checks, _, _, _ = run_static(plant(tmp_path, **edit), SHIPPED_TARGET)
+    checks, _, _, _ = run_static(plant(tmp_path, **edit), CODE_TARGET)
     c = next(c for c in checks if c.id == check_id)
     assert c.status != "pass" and (status is None or c.status == status), c
     assert fault in c.faults, c
@@ -322,11 +322,11 @@ def test_cli_doctor_static_json_and_exit_status(tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "eagle_nb", "doctor", *args], capture_output=True,
                               text=True, env=env, timeout=300)
-    p = cli("--drafter", str(SHIPPED_DRAFTER_SPECULATORS), "--static-only", "--json")
+    p = cli("--drafter", str(CODE_DRAFTER_SPECULATORS), "--static-only", "--json")
     assert p.returncode == 0, p.stderr
     j = json.loads(p.stdout)
     assert set(j) == set(diagnosis.SCHEMA) and j["verdict"]["cause"] == "healthy"
     p = cli("--drafter", str(plant(tmp_path, weights=_no_lm_head)), "--static-only")
     assert p.returncode == 1 and "cause: lm-head-missing" in p.stdout
-    p = cli("--drafter", str(SHIPPED_DRAFTER_SPECULATORS), "--static-only", "--observed-per-position", "0.5")
+    p = cli("--drafter", str(CODE_DRAFTER_SPECULATORS), "--static-only", "--observed-per-position", "0.5")
     assert p.returncode == 2 and "needs --observed-tau" in p.stderr

@@ -10,8 +10,6 @@ module, most of it the three server start-ups (55-60 s each there, ~40 s on a qu
 """
 from __future__ import annotations
 
-import os
-import socket
 import time
 
 import pytest
@@ -20,8 +18,8 @@ from eagle_nb.engines import (EngineError, VllmServer, compare, engine_unavailab
                               scrape, serve, write_broken_drafter)
 from eagle_nb.engines.compare import GREEDY_POS_TOL, GREEDY_TAU_TOL
 from eagle_nb.engines.server import group_members, port_in_use
-from eagle_nb.experiment.pair import Pair, shipped_prompts
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from helpers import code_pair, code_prompts
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 
 REASON = engine_unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"no engine environment: {REASON}")
@@ -31,12 +29,12 @@ MIN_IDENTICAL = 14      # of 16; measured 16/16 here (the issue's offline-LLM ru
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair()
+    return code_pair()
 
 
 @pytest.fixture(scope="module")
 def server():
-    srv = serve(SHIPPED_TARGET, SHIPPED_DRAFTER_SPECULATORS, K)
+    srv = serve(CODE_TARGET, CODE_DRAFTER_SPECULATORS, K)
     yield srv
     srv.stop()
 
@@ -44,7 +42,7 @@ def server():
 @pytest.fixture(scope="module")
 def healthy(server, pair):
     t0 = time.perf_counter()
-    res = compare(prompts=shipped_prompts(), depth=K, max_new_tokens=64, server=server, pair=pair)
+    res = compare(prompts=code_prompts(), depth=K, max_new_tokens=64, server=server, pair=pair)
     res.notes.append(f"compare took {time.perf_counter() - t0:.1f}s after a {server.startup_s:.1f}s start-up")
     return res
 
@@ -88,9 +86,9 @@ def test_real_vllm_log_lines_parse_and_agree_with_counters(healthy, server):
 
 def test_server_started_reused_and_port_conflict(server):
     assert server.running() and len(server.group_pids()) >= 1
-    assert serve(SHIPPED_TARGET, SHIPPED_DRAFTER_SPECULATORS, K) is server and server.reused >= 1
+    assert serve(CODE_TARGET, CODE_DRAFTER_SPECULATORS, K) is server and server.reused >= 1
     with pytest.raises(EngineError, match="already in use"):
-        VllmServer(SHIPPED_TARGET, SHIPPED_DRAFTER_SPECULATORS, K, port=server.port).start()
+        VllmServer(CODE_TARGET, CODE_DRAFTER_SPECULATORS, K, port=server.port).start()
 
 
 # layer-ids+1 in vLLM against the kit's ablation is notebook 05's comparison, asserted by
@@ -102,10 +100,10 @@ def test_broken_checkpoint_engine_matches_the_kits_ablation(fault, pair, tmp_pat
     tolerance, and the engine sits nearer the ablation's prediction than the healthy reference.
     The server is then stopped by an exception inside its `with` block: no process of its group
     is left."""
-    broken = write_broken_drafter(SHIPPED_DRAFTER_SPECULATORS, tmp_path / fault, fault)
-    prompts = shipped_prompts(8)
+    broken = write_broken_drafter(CODE_DRAFTER_SPECULATORS, tmp_path / fault, fault)
+    prompts = code_prompts(8)
     with pytest.raises(KeyboardInterrupt):
-        with VllmServer(SHIPPED_TARGET, broken, K) as srv:
+        with VllmServer(CODE_TARGET, broken, K) as srv:
             pids = srv.group_pids()
             res = compare(prompts=prompts, depth=K, max_new_tokens=64, server=srv, pair=pair,
                           ablations=[fault])

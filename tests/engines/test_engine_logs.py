@@ -15,7 +15,7 @@ from eagle_nb.engines import (Counters, infer_sglang_formula, metrics_from_count
                               parse_metrics, write_broken_drafter)
 from eagle_nb.engines.compare import agreement, judge
 from eagle_nb.loop.metrics import acceptance_metrics
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS
 
 
 def vllm_line(m, t="11-30 08:53:46", prefix="(APIServer pid=12079) "):
@@ -147,7 +147,7 @@ def test_verdict_and_agreement():
 
 
 def test_broken_checkpoints_change_only_their_field(tmp_path):
-    src = SHIPPED_DRAFTER_SPECULATORS
+    src = CODE_DRAFTER_SPECULATORS
     a = write_broken_drafter(src, tmp_path / "ids", "layer-ids+1")
     cfg0, cfg1 = (json.loads((p / "config.json").read_text()) for p in (src, a))
     assert cfg1["eagle_aux_hidden_state_layer_ids"] == [i + 1 for i in cfg0["eagle_aux_hidden_state_layer_ids"]]

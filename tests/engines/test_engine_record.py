@@ -17,8 +17,8 @@ from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.engines import engine_unavailable_reason
 from eagle_nb.engines.hidden_states import installed_version
 from eagle_nb.engines.recorder import hidden_states_server, record_on_engine
-from eagle_nb.experiment.pair import shipped_prompts
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from helpers import code_prompts
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.loop.chain import greedy_reference
 from eagle_nb.loop.recording import Recording
 from eagle_nb.loop.replay import replay
@@ -35,17 +35,17 @@ AUX_TOL = 1e-4
 @pytest.fixture(scope="module")
 def pair():
     model, tok = load_target(device="cpu")
-    return model, tok, load_drafter(SHIPPED_DRAFTER_SPECULATORS, model)
+    return model, tok, load_drafter(CODE_DRAFTER_SPECULATORS, model)
 
 
 @pytest.fixture(scope="module")
 def prompt_ids(pair):
-    return [pair[1](p)["input_ids"] for p in shipped_prompts()]
+    return [pair[1](p)["input_ids"] for p in code_prompts()]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = hidden_states_server(SHIPPED_TARGET, [*DRAFTER_IDS, L], tmp_path_factory.mktemp("hs"),
+    srv = hidden_states_server(CODE_TARGET, [*DRAFTER_IDS, L], tmp_path_factory.mktemp("hs"),
                                dtype="float32")
     srv.start()
     yield srv
@@ -55,7 +55,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recording(server, pair, prompt_ids, tmp_path_factory):
-    out = record_on_engine(SHIPPED_TARGET, prompt_ids, tmp_path_factory.mktemp("rec") / "r", DRAFTER_IDS,
+    out = record_on_engine(CODE_TARGET, prompt_ids, tmp_path_factory.mktemp("rec") / "r", DRAFTER_IDS,
                            max_new_tokens=NEW, lookahead=LOOKAHEAD, final_hidden=True, server=server,
                            eos_token_id=pair[1].eos_token_id, concurrency=16, progress=False)
     return Recording(out)
@@ -123,7 +123,7 @@ def test_engine_recording_replays_to_the_kits_acceptance_at_depths_1_to_8(pair, 
 def test_a_subset_in_any_order_is_picked_from_the_engines_columns(server, recording, prompt_ids, tmp_path):
     """The same server, ids [5, 4] and no final state: the recording holds [4, 5], the matching
     column blocks of the first recording, bit for bit."""
-    out = record_on_engine(SHIPPED_TARGET, prompt_ids[:2], tmp_path / "sub", [5, 4], max_new_tokens=NEW,
+    out = record_on_engine(CODE_TARGET, prompt_ids[:2], tmp_path / "sub", [5, 4], max_new_tokens=NEW,
                            lookahead=LOOKAHEAD, server=server, progress=False)
     sub = Recording(out)
     assert sub.layer_ids == [4, 5] and not sub.meta["final_hidden"]

@@ -15,7 +15,7 @@ from eagle_nb.cli.main import main as cli_main
 from eagle_nb.engines import hidden_states as hs
 from eagle_nb.engines.recorder import final_norm, record_on_engine, rms_norm
 from eagle_nb.engines.server import EngineError
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.io.target_parts import TargetParts
 from eagle_nb.loop.recording_writer import RecordingWriter
 
@@ -55,7 +55,7 @@ def test_the_connector_module_imports_nothing_of_the_kit():
 def test_final_norm_is_the_targets_own(tmp_path):
     from eagle_nb.model.targets import load_target
     model, _ = load_target(device="cpu")
-    w, eps = final_norm(TargetParts(SHIPPED_TARGET))
+    w, eps = final_norm(TargetParts(CODE_TARGET))
     x = torch.randn(5, 192)
     torch.testing.assert_close(rms_norm(x, w, eps), model.model.norm(x), atol=1e-6, rtol=1e-6)
 
@@ -115,7 +115,7 @@ def test_a_server_that_cannot_record_is_named(fake, tmp_path, version, answer, s
     monkeypatch.setattr(handler, "version", version)
     monkeypatch.setattr(handler, "answer", answer)
     with pytest.raises(EngineError, match=says):
-        record_on_engine(SHIPPED_TARGET, [[5, 6]], tmp_path / "r", [2, 4, 5], max_new_tokens=2,
+        record_on_engine(CODE_TARGET, [[5, 6]], tmp_path / "r", [2, 4, 5], max_new_tokens=2,
                          lookahead=1, url=url, timeout=0.2, progress=False)
     assert not (tmp_path / "r" / "recording.json").exists()
 
@@ -128,5 +128,5 @@ def test_cli_refuses_url_without_engine_and_reports_engine_errors(fake, tmp_path
     monkeypatch.setattr(handler, "version", "0.20.0")
     with pytest.raises(SystemExit) as e:
         cli_main(["record", "--engine", "vllm", "--url", url, "--prompt", "def f(x):", "--out",
-                  str(tmp_path / "b"), "--layers-from", str(SHIPPED_DRAFTER_SPECULATORS)])
+                  str(tmp_path / "b"), "--layers-from", str(CODE_DRAFTER_SPECULATORS)])
     assert e.value.code == 2 and "vLLM 0.20.0 stores the prompt's states only" in capsys.readouterr().err

@@ -28,8 +28,8 @@ from eagle_nb.engines.compare import (
 )
 from eagle_nb.engines.llama_cpp import LLAMA_CPP_PYTHON, as_gguf, llama_command
 from eagle_nb.engines.server import group_members, port_in_use
-from eagle_nb.experiment.pair import Pair, shipped_prompts
-from eagle_nb.io.paths import REPO_ROOT, SHIPPED_DRAFTER, SHIPPED_TARGET
+from helpers import code_pair, code_prompts
+from eagle_nb.io.paths import REPO_ROOT, CODE_DRAFTER, CODE_TARGET
 
 REASON = llama_unavailable_reason()
 live = pytest.mark.skipif(REASON is not None, reason=f"no llama.cpp: {REASON}")
@@ -100,14 +100,14 @@ def test_makefile_builds_the_version_the_kit_looks_for():
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair()
+    return code_pair()
 
 
 @pytest.fixture(scope="module")
 def healthy(pair):
-    with LlamaServer(SHIPPED_TARGET, SHIPPED_DRAFTER, K) as srv:
+    with LlamaServer(CODE_TARGET, CODE_DRAFTER, K) as srv:
         t0 = time.perf_counter()
-        res = compare(prompts=shipped_prompts(), depth=K, max_new_tokens=64, server=srv, pair=pair,
+        res = compare(prompts=code_prompts(), depth=K, max_new_tokens=64, server=srv, pair=pair,
                       engine="llama.cpp")
         res.notes.append(f"compare took {time.perf_counter() - t0:.1f}s after a {srv.startup_s:.1f}s start-up")
         res.notes.append(srv.log_text())
@@ -135,8 +135,8 @@ def test_planted_gguf_fault_matches_the_kits_ablation(fault, pair):
     """A GGUF drafter written with the fault; the kit's healthy drafter with the named ablation on
     the reference side: tau agrees within tolerance and the fault costs more than that tolerance.
     The server's process group is gone afterwards."""
-    prompts = shipped_prompts(8)
-    with LlamaServer(SHIPPED_TARGET, SHIPPED_DRAFTER, K, fault=fault) as srv:
+    prompts = code_prompts(8)
+    with LlamaServer(CODE_TARGET, CODE_DRAFTER, K, fault=fault) as srv:
         pids = srv.group_pids()
         res = compare(prompts=prompts, depth=K, max_new_tokens=64, server=srv, pair=pair,
                       ablations=[fault], engine="llama.cpp")
@@ -151,6 +151,6 @@ def test_planted_gguf_fault_matches_the_kits_ablation(fault, pair):
 
 @live
 def test_gguf_cache_reuses_conversions():
-    a = as_gguf(SHIPPED_DRAFTER, "drafter", target=SHIPPED_TARGET)
-    assert as_gguf(SHIPPED_DRAFTER, "drafter", target=SHIPPED_TARGET) == a and Path(a).is_file()
+    a = as_gguf(CODE_DRAFTER, "drafter", target=CODE_TARGET)
+    assert as_gguf(CODE_DRAFTER, "drafter", target=CODE_TARGET) == a and Path(a).is_file()
     assert as_gguf(a, "drafter") == a

@@ -16,9 +16,9 @@ from eagle_nb.doctor.static_checks import CHECK_IDS
 from eagle_nb.engines.broken import checkpoint_faults, write_broken_drafter
 from eagle_nb.experiment import fault_fns
 from eagle_nb.experiment import faults as F
-from eagle_nb.experiment.pair import Pair, shipped_prompts
+from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting
-from eagle_nb.io.paths import SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS
 from eagle_nb.views import palette, widgets
 from helpers import FakePair
 
@@ -66,7 +66,7 @@ def test_a_missing_fact_fails_loudly():
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(device="cpu")
+    return code_pair(device="cpu")
 
 
 def test_a_new_fault_is_picked_up_by_every_consumer(pair, tmp_path, capsys):
@@ -93,7 +93,7 @@ def test_a_new_fault_is_picked_up_by_every_consumer(pair, tmp_path, capsys):
         found = {p.name: p for p in probes({F.HEALTHY: prof(1), "test-ids+2": prof(3)}, pair)}
         assert found["test-ids+2"].better and found["test-ids+2"].message.startswith("test finding")
         # the catalogue: a measured row with its static evidence, and the crash row
-        cat = catalogue.measure(pair, shipped_prompts(1), depth=2, temperatures=(0.0,),
+        cat = catalogue.measure(pair, code_prompts(1), depth=2, temperatures=(0.0,),
                                 max_new_tokens=4, faults=["test-ids+2"], progress=False)
         rows = {r["fault"]: r for r in cat["rows"]}
         assert rows["test-ids+2"]["static_check"] == "aux-ids (warn: test)"
@@ -105,8 +105,8 @@ def test_a_new_fault_is_picked_up_by_every_consumer(pair, tmp_path, capsys):
         assert "test-ids+2" in F.PANEL and "test-ids+2" in widgets.AblationPanel(FakePair(), ["a"]).controls
         assert palette.fault_color("test-ids+2") == palette.PALETTE[F.ORDER["test-ids+2"] % len(palette.PALETTE)]
         # the engine broken-copy writer
-        out = write_broken_drafter(SHIPPED_DRAFTER_SPECULATORS, tmp_path / "b", "test-ids+2")
-        ids = [json.loads((p / "config.json").read_text())[AUX_KEY] for p in (SHIPPED_DRAFTER_SPECULATORS, out)]
+        out = write_broken_drafter(CODE_DRAFTER_SPECULATORS, tmp_path / "b", "test-ids+2")
+        ids = [json.loads((p / "config.json").read_text())[AUX_KEY] for p in (CODE_DRAFTER_SPECULATORS, out)]
         assert ids[1] == [i + 2 for i in ids[0]]
     assert "test-ids+2" not in F.PANEL and "test-crash" not in crashes.crash_faults()
     with pytest.raises(ValueError, match="unknown faults"):

@@ -14,7 +14,7 @@ import torch
 
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.results import Sweep
-from eagle_nb.experiment.pair import Pair, shipped_prompts
+from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting, grid
 
 FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "prompt_format")
@@ -22,7 +22,7 @@ FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "pro
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(device="cpu")
+    return code_pair(device="cpu")
 
 
 def _changed(a: F.Wiring, b: F.Wiring) -> set[str]:
@@ -119,7 +119,7 @@ def test_setting_is_validated_by_specconfig_and_serialisable():
 def test_run_is_cached_per_setting_and_sweep_regroups(pair):
     """Equal settings hit the cache (same RunResult object); a Sweep holds one result per setting
     and regroups them as curves over depth, results at one depth, and a DataFrame."""
-    prompts = shipped_prompts(1)
+    prompts = code_prompts(1)
     r = pair.run(prompts, Setting(depth=2, max_new_tokens=8), progress=False)
     assert pair.run(prompts, depth=2, max_new_tokens=8, progress=False) is r
     assert r.setting == Setting(depth=2, max_new_tokens=8) and r.wiring["feature_mode"] == "aux"

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from eagle_nb.experiment import faults as F
-from eagle_nb.experiment.pair import Pair, shipped_prompts
+from helpers import code_pair, code_prompts
 from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop.recording import record
@@ -19,12 +19,12 @@ N_PROMPTS, NEW = 8, 24
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(device="cpu")
+    return code_pair(device="cpu")
 
 
 @pytest.fixture(scope="module")
 def prompts():
-    return shipped_prompts(N_PROMPTS)
+    return code_prompts(N_PROMPTS)
 
 
 @pytest.fixture(scope="module")
@@ -128,10 +128,10 @@ def test_doctor_measures_from_a_recording(pair, recorded, prompts):
 def test_a_drafter_without_embedding_reads_the_target_rows_lazily(recordings, tmp_path):
     """Format A (no embed_tokens) on a recording takes the embedding from the target's directory;
     without a target directory it is refused naming what is missing."""
-    from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
-    rp = RecordedPair(recordings[0], SHIPPED_DRAFTER, SHIPPED_TARGET, device="cpu")
+    from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
+    rp = RecordedPair(recordings[0], CODE_DRAFTER, CODE_TARGET, device="cpu")
     assert rp.tokenizer is not None and rp.hidden_size == rp.drafter.config.hidden_size
     torch.testing.assert_close(rp.drafter.embed_tokens.weight[:4],
-                               Pair(device="cpu").target.get_input_embeddings().weight[:4].float())
+                               code_pair(device="cpu").target.get_input_embeddings().weight[:4].float())
     with pytest.raises(Exception, match="embed"):
-        RecordedPair(recordings[0], SHIPPED_DRAFTER, None, device="cpu")
+        RecordedPair(recordings[0], CODE_DRAFTER, None, device="cpu")

@@ -5,21 +5,21 @@ import torch
 
 from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
-from eagle_nb.experiment.pair import Pair, shipped_prompts
+from helpers import code_pair, code_prompts
 from eagle_nb.loop.chain import generate, greedy_reference
-from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS
+from eagle_nb.io.paths import CODE_DRAFTER, CODE_DRAFTER_SPECULATORS
 
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(device="cpu")
+    return code_pair(device="cpu")
 
 
 def test_greedy_speculation_is_lossless_on_every_prompt_and_depth(pair):
     """Speculative greedy output equals target-only greedy output, token for token, on every
     shipped evaluation prompt and every depth 1..8."""
     eos = pair.tokenizer.eos_token_id
-    for p in shipped_prompts():
+    for p in code_prompts():
         ids = pair.encode(p)
         ref, _ = greedy_reference(pair.target, ids, 40, eos_token_id=eos)
         for k in range(1, 9):
@@ -32,7 +32,7 @@ def test_greedy_speculation_is_lossless_on_every_prompt_and_depth(pair):
 def test_quality_goal_tau_at_depth_4(pair):
     """Greedy chain drafting at depth 4 on the shipped prompts reaches tau >= 2.5 (measured 2.69
     with 64 new tokens, data/README.md)."""
-    r = pair.run(shipped_prompts(), depth=4, max_new_tokens=64, progress=False)
+    r = pair.run(code_prompts(), depth=4, max_new_tokens=64, progress=False)
     assert r.metrics.accept_length >= 2.5, r.metrics.accept_length
 
 
@@ -40,7 +40,7 @@ def test_faults_collapse_acceptance(pair):
     """Each named fault lowers tau well below the healthy pipeline on the same prompts, and the
     output stays lossless (it is still the target's greedy output). Layer-id shifts by one are
     not in the list: on this 8-layer target adjacent boundaries are similar and cost ~0.1-0.2."""
-    prompts = shipped_prompts(6)
+    prompts = code_prompts(6)
     healthy = pair.run(prompts, depth=4, max_new_tokens=48, progress=False).metrics.accept_length
     for fault in ("fc-bypass", "wrapper-capture", "d2t-absolute", "layers0-keys-dropped"):
         r = pair.run(prompts, depth=4, max_new_tokens=48, faults=(fault,), check_reference=True,
@@ -52,17 +52,17 @@ def test_faults_collapse_acceptance(pair):
 def test_shipped_formats_are_the_same_drafter(pair):
     """Format A (needs the target's embedding) and format C (carries its own) load to identical
     logits; C's ids are explicit HF [2, 4, 5], A's are the implied EAGLE default."""
-    a = load_drafter(SHIPPED_DRAFTER, pair.target, dtype=torch.float32)
-    c = load_drafter(SHIPPED_DRAFTER_SPECULATORS, dtype=torch.float32)
+    a = load_drafter(CODE_DRAFTER, pair.target, dtype=torch.float32)
+    c = load_drafter(CODE_DRAFTER_SPECULATORS, dtype=torch.float32)
     # C stores embed_tokens in its fp16 save dtype: the target's embedding, rounded
     torch.testing.assert_close(c.embed_tokens.weight, pair.target.get_input_embeddings().weight
                                .half().float(), rtol=0, atol=0)
     a.embed_tokens.weight.data.copy_(c.embed_tokens.weight)
-    ids = pair.encode(shipped_prompts(1)[0])
+    ids = pair.encode(code_prompts(1)[0])
     feats = torch.randn(1, ids.shape[1], a.config.fc_in_features)
     torch.testing.assert_close(a(ids, feats)[0], c(ids, feats)[0], rtol=0, atol=0)
-    rep_a, _ = inspect_checkpoint(SHIPPED_DRAFTER, pair.target.config)
-    rep_c, _ = inspect_checkpoint(SHIPPED_DRAFTER_SPECULATORS, pair.target.config)
+    rep_a, _ = inspect_checkpoint(CODE_DRAFTER, pair.target.config)
+    rep_c, _ = inspect_checkpoint(CODE_DRAFTER_SPECULATORS, pair.target.config)
     assert rep_a.ok and rep_c.ok and rep_a.format == "eagle" and rep_c.format == "speculators"
     assert rep_c.config.aux_layer_ids == [2, 4, 5] and rep_a.notes["aux_layer_ids_implied"] == [2, 4, 5]
     assert rep_a.d2t_verdict == "offsets (ok)"

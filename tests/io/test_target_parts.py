@@ -15,7 +15,7 @@ from eagle_nb.checkpoints.save import save_drafter
 from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.io.target_parts import TargetParts, TargetPartsError, read_text_config
 from eagle_nb.model.targets import make_wrapper
-from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
 from helpers import peak_rss_mb, target_for, tiny_drafter, tiny_features, tiny_llama
 
 
@@ -156,10 +156,10 @@ def sparse_target(out: Path, big_gb: float) -> Path:
     shard 1 and a `big_gb` GB unused tensor (a sparse hole) in shard 2."""
     from safetensors.torch import load_file
     out.mkdir(parents=True)
-    text = json.loads((SHIPPED_TARGET / "config.json").read_text())
+    text = json.loads((CODE_TARGET / "config.json").read_text())
     (out / "config.json").write_text(json.dumps({"model_type": "kimi_like", "architectures": ["X"],
                                                  "text_config": text, "vision_config": {"hidden_size": 8}}))
-    sd = load_file(str(SHIPPED_TARGET / "model.safetensors"))
+    sd = load_file(str(CODE_TARGET / "model.safetensors"))
     one = {"language_model.model.embed_tokens.weight": sd["model.embed_tokens.weight"],
            "language_model.lm_head.weight": sd["lm_head.weight"]}
     n = int(big_gb * 2**30 / 2 / 7168)
@@ -180,8 +180,8 @@ def test_peak_rss_does_not_grow_with_target_size(tmp_path):
     size = sum(f.stat().st_size for f in big.iterdir())
     assert size > 4 * 2**30
     _no_tokenizer(big)
-    for cmd in (["inspect", str(SHIPPED_DRAFTER), "--json", "--target"],
-                ["convert", str(SHIPPED_DRAFTER), None, "--to", "speculators", "--target"]):
+    for cmd in (["inspect", str(CODE_DRAFTER), "--json", "--target"],
+                ["convert", str(CODE_DRAFTER), None, "--to", "speculators", "--target"]):
         rss = {}
         for name, t in (("small", small), ("big", big)):
             argv = [str(tmp_path / f"out_{name}") if a is None else a for a in cmd] + [str(t)]
@@ -191,7 +191,7 @@ def test_peak_rss_does_not_grow_with_target_size(tmp_path):
         assert rss["big"] - rss["small"] < 32, rss
     out = load_drafter(tmp_path / "out_big")      # the converted drafter carries the target embedding
     from safetensors.torch import load_file
-    emb = load_file(str(SHIPPED_TARGET / "model.safetensors"))["model.embed_tokens.weight"]
+    emb = load_file(str(CODE_TARGET / "model.safetensors"))["model.embed_tokens.weight"]
     assert torch.equal(out.embed_tokens.weight, emb.half().float())   # the drafter is stored in fp16
 
 

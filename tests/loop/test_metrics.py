@@ -10,7 +10,7 @@ import random
 import pytest
 
 from eagle_nb.loop import metrics as M
-from eagle_nb.loop.metrics import (FORMULAS, AcceptanceMetrics, acceptance_metrics, from_stats,
+from eagle_nb.loop.metrics import (AcceptanceMetrics, acceptance_metrics, from_stats,
                               sglang_log_line, sglang_spec_accept_length, vllm_log_line)
 from eagle_nb.loop.chain import SpecStats, VerifyStep
 

@@ -17,7 +17,7 @@ import torch
 from helpers import tiny_drafter, tiny_features
 
 from eagle_nb.experiment import faults as F
-from eagle_nb.experiment.pair import Pair, shipped_prompts
+from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop import onepass as OP
 from eagle_nb.loop import target_states as TS
@@ -30,7 +30,7 @@ SWITCHES = [None] + [f.name for f in F.FAULTS]
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(device="cpu")
+    return code_pair(device="cpu")
 
 
 def test_ttt_steps_from_a_first_column_equal_the_full_layout():
@@ -55,7 +55,7 @@ def _live(pair, x, k, n, eos):
 def test_walk_stops_where_the_live_loop_stops(pair):
     """EOS as the prefill token, as a bonus or among accepted drafts, and budgets of 1 and 13
     tokens: the one pass's accept counts and tokens equal chain.generate's at depths 1..8."""
-    x = pair.encode(shipped_prompts(1)[0])
+    x = pair.encode(code_prompts(1)[0])
     st = TS.from_target(pair.target, [x], 13 + 8)
     feats = st.features("aux", pair.layer_ids)
     cont = st.ids[0][st.prompt_lens[0]:].tolist()
@@ -105,14 +105,14 @@ def test_one_pass_equals_live_loop_every_fault_every_depth(pair):
     """A shipped prompt x 12 tokens (the slow test: all 16 x 64): for the healthy pair and every
     switchable fault (or the same NotApplicable/ValueError both ways), depths 1..8, accept counts,
     tokens, outputs and tau equal."""
-    _, n, tolerated = _compare(pair, shipped_prompts(1), 12)
+    _, n, tolerated = _compare(pair, code_prompts(1), 12)
     assert n >= 8 * 10 and not tolerated, (n, tolerated)
 
 
 @pytest.mark.slow
-def test_one_pass_equals_live_loop_all_shipped_prompts(pair):
+def test_one_pass_equals_live_loop_all_code_prompts(pair):
     """All 16 shipped prompts x 64 tokens, every switch, depths 1..8 (the issue's full check)."""
-    low, n, tolerated = _compare(pair, shipped_prompts(), 64)
+    low, n, tolerated = _compare(pair, code_prompts(), 64)
     print(f"compared {n} (switch, depth, prompt) runs; smallest draft margin used {low:.3g}; "
           f"differing at a near-tie: {tolerated}")
 
@@ -120,7 +120,7 @@ def test_one_pass_equals_live_loop_all_shipped_prompts(pair):
 def test_results_say_which_loop_computed_them(pair):
     """Greedy chains come from the one pass (outputs decoded, no timings, acc_j present); T > 0,
     trees and reference checks from the live loop, which also equals it on the same greedy chain."""
-    prompts = shipped_prompts(2)
+    prompts = code_prompts(2)
     one = pair.run(prompts, depth=3, max_new_tokens=10, progress=False)
     assert one.computed_by == "one-pass" and one.tokens_per_s is None
     assert len(one.metrics.teacher_forced_accuracy) == 3 and one.summary()["computed_by"] == "one-pass"
@@ -136,7 +136,7 @@ def test_results_say_which_loop_computed_them(pair):
 def test_teacher_forced_step1_accuracy_is_the_plain_forward_hit_rate(pair):
     """acc_1 is the fraction of committed positions where the drafter's plain first-step forward
     (Eagle3Drafter.forward on captured features) predicts the next committed token."""
-    prompts = shipped_prompts(3)
+    prompts = code_prompts(3)
     r = pair.run(prompts, depth=4, max_new_tokens=20, progress=False)
     hits = tried = 0
     for p, st in zip(prompts, r.stats):

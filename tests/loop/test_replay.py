@@ -15,10 +15,10 @@ from eagle_nb.cli.main import main as cli_main
 from eagle_nb.loop.recording import Recording, record, record_one
 from eagle_nb.loop.records import RecordingError
 from eagle_nb.loop.replay import replay
-from eagle_nb.experiment.pair import shipped_prompts
+from helpers import code_prompts
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.model.targets import load_target
-from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
 from helpers import peak_rss_mb
 
 LAYERS = list(eagle3_layers(8))        # the shipped format-A drafter reads the EAGLE defaults
@@ -27,14 +27,14 @@ LAYERS = list(eagle3_layers(8))        # the shipped format-A drafter reads the 
 @pytest.fixture(scope="module")
 def pair():
     model, tok = load_target(device="cpu")
-    return model, tok, load_drafter(SHIPPED_DRAFTER, model)
+    return model, tok, load_drafter(CODE_DRAFTER, model)
 
 
 @pytest.fixture(scope="module")
 def shipped_recording(pair, tmp_path_factory):
     """4 shipped prompts x (40 + 8) tokens, small shards so the recording has several."""
     model, tok, _ = pair
-    ids = [tok(p, return_tensors="pt")["input_ids"] for p in shipped_prompts(4)]
+    ids = [tok(p, return_tensors="pt")["input_ids"] for p in code_prompts(4)]
     out = record(model, ids, tmp_path_factory.mktemp("rec") / "r", LAYERS, max_new_tokens=40,
                  lookahead=8, target_name="shipped", eos_token_id=tok.eos_token_id,
                  final_hidden=True, shard_bytes=100_000, progress=False)
@@ -78,7 +78,7 @@ def test_record_with_device_map_equals_plain(pair, tmp_path):
     """A target loaded with device_map records the same ids and states as a plain load."""
     model, tok, _ = pair
     sharded, _ = load_target(device_map={"": "cpu"})
-    x = tok(shipped_prompts(1)[0], return_tensors="pt")["input_ids"]
+    x = tok(code_prompts(1)[0], return_tensors="pt")["input_ids"]
     a = record_one(model, x, LAYERS, 6)
     b = record_one(sharded, x, LAYERS, 6)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
@@ -93,7 +93,7 @@ def test_replay_refuses_what_the_recording_cannot_answer(pair, shipped_recording
         replay(drafter, path, depth=9, progress=False)
     with pytest.raises(RecordingError, match="max_new_tokens=60"):
         replay(drafter, path, depth=4, max_new_tokens=60, progress=False)
-    other = load_drafter(SHIPPED_DRAFTER, SHIPPED_TARGET)
+    other = load_drafter(CODE_DRAFTER, CODE_TARGET)
     other.config.aux_layer_ids = [1, 4, 5]
     with pytest.raises(RecordingError, match=r"recorded HF layer ids \[2, 4, 5\].*\[1, 4, 5\]"):
         replay(other, path, depth=2, progress=False)
@@ -133,7 +133,7 @@ def test_specforge_files_replay_as_labelled_estimates(pair, shipped_recording, t
     # with the target's lm_head (read lazily) the text is checked against the target's greedy
     # choice: the recorded greedy text agrees everywhere, so tau is exact; one changed token is not
     from eagle_nb.io.target_parts import TargetParts
-    head = TargetParts(SHIPPED_TARGET).lm_head()
+    head = TargetParts(CODE_TARGET).lm_head()
     checked = replay(drafter, sf, depth=3, max_new_tokens=30, progress=False, lm_head=head)
     assert not checked.estimate and any("100.0%" in n for n in checked.notes), checked.notes
     first = sorted(sf.glob("*.ckpt"))[0]
@@ -171,7 +171,7 @@ def test_speculators_files_are_read(pair, shipped_recording, tmp_path):
 def test_cli_record_and_speculate_features(tmp_path, capsys):
     """`eagle-nb record` then `eagle-nb speculate --features`: the printed tau equals the API's."""
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in shipped_prompts(2)))
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in code_prompts(2)))
     with pytest.raises(SystemExit) as e:
         cli_main(["record", "--prompts", str(prompts), "--out", str(tmp_path / "rec"),
                   "--max-new-tokens", "16", "--lookahead", "4"])
@@ -182,7 +182,7 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
                   "--max-new-tokens", "16", "--json"])
     assert e.value.code == 0
     out = json.loads(capsys.readouterr().out)
-    drafter = load_drafter(SHIPPED_DRAFTER, SHIPPED_TARGET)
+    drafter = load_drafter(CODE_DRAFTER, CODE_TARGET)
     api = replay(drafter, tmp_path / "rec", depth=3, progress=False)
     assert out["accept_length"] == api.metrics.accept_length and out["tau_is_estimate"] is False
     # a fault the recording answers is measured on it; one it cannot is refused with the reason
@@ -205,11 +205,11 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_replay_equals_live_loop_all_shipped_prompts(pair, tmp_path):
+def test_replay_equals_live_loop_all_code_prompts(pair, tmp_path):
     """All 16 shipped evaluation prompts x 64 tokens (the README's setting), depths 1..8: replayed
     accept counts and tokens equal the live loop's."""
     model, tok, drafter = pair
-    ids = [tok(p, return_tensors="pt")["input_ids"] for p in shipped_prompts()]
+    ids = [tok(p, return_tensors="pt")["input_ids"] for p in code_prompts()]
     path = record(model, ids, tmp_path / "r", LAYERS, max_new_tokens=64, lookahead=8,
                   eos_token_id=tok.eos_token_id, progress=False)
     for k in range(1, 9):

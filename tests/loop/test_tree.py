@@ -127,11 +127,11 @@ def test_greedy_tree_speculation_is_lossless(kind):
 
 
 def _shipped_lossless(grid, max_new):
-    from eagle_nb.experiment.pair import Pair, shipped_prompts
-    pair = Pair()
+    from helpers import code_pair, code_prompts
+    pair = code_pair()
     eos = pair.tokenizer.eos_token_id
     counts = {}
-    for p in shipped_prompts():
+    for p in code_prompts():
         ids = pair.encode(p)
         ref, _ = greedy_reference(pair.target, ids, max_new, eos_token_id=eos)
         for steps, topk, n in grid:
@@ -571,9 +571,9 @@ def test_cli_tree_flags_and_named_fault(capsys, tmp_path):
     collapses acceptance through trees as through chains."""
     import json
 
-    from eagle_nb.io.paths import SHIPPED_PROMPTS
+    from eagle_nb.io.paths import CODE_PROMPTS
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(line + "\n" for line in SHIPPED_PROMPTS.read_text().splitlines()[:3]))
+    prompts.write_text("".join(line + "\n" for line in CODE_PROMPTS.read_text().splitlines()[:3]))
     flags = ["--prompts", str(prompts), "--depth", "3", "--topk", "4", "--num-draft-tokens", "8",
              "--max-new-tokens", "32"]
     healthy = _cli_json(capsys, *flags)

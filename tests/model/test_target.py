@@ -8,26 +8,26 @@ import torch
 
 from eagle_nb.io.prompts import read_prompts
 from eagle_nb.model.targets import load_target, make_wrapper
-from eagle_nb.io.paths import DATA_DIR, SHIPPED_PROMPTS, SHIPPED_TARGET
+from eagle_nb.io.paths import CODE_DIR, CODE_PROMPTS, CODE_TARGET
 
-METRICS = json.loads((DATA_DIR / "target_metrics.json").read_text())
-SAMPLE = (DATA_DIR / "heldout_sample.txt").read_text()
+METRICS = json.loads((CODE_DIR / "target_metrics.json").read_text())
+SAMPLE = (CODE_DIR / "heldout_sample.txt").read_text()
 
 
 @pytest.fixture(scope="module")
 def shipped():
-    return load_target(SHIPPED_TARGET, device="cpu")
+    return load_target(CODE_TARGET, device="cpu")
 
 
 def test_loads_through_auto_classes_offline(shipped):
     """AutoModelForCausalLM/AutoTokenizer load the shipped checkpoint with no network and no
     remote code: a stock LlamaForCausalLM with >= 8 layers and safetensors weights."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    model = AutoModelForCausalLM.from_pretrained(SHIPPED_TARGET)
-    tok = AutoTokenizer.from_pretrained(SHIPPED_TARGET)
+    model = AutoModelForCausalLM.from_pretrained(CODE_TARGET)
+    tok = AutoTokenizer.from_pretrained(CODE_TARGET)
     assert type(model).__name__ == "LlamaForCausalLM"
     assert model.config.num_hidden_layers >= 8
-    assert (SHIPPED_TARGET / "model.safetensors").exists()
+    assert (CODE_TARGET / "model.safetensors").exists()
     assert len(tok) == model.config.vocab_size
 
 
@@ -50,7 +50,7 @@ def test_heldout_perplexity_below_recorded_bound(shipped):
 def test_tokenizer_round_trips_heldout_text(shipped):
     """Byte-level BPE: decode(encode(text)) == text for held-out source, prompts included."""
     _, tok = shipped
-    for text in [SAMPLE[:20000], *read_prompts(SHIPPED_PROMPTS)]:
+    for text in [SAMPLE[:20000], *read_prompts(CODE_PROMPTS)]:
         ids = tok(text, add_special_tokens=False)["input_ids"]
         assert tok.decode(ids) == text
 
@@ -58,7 +58,7 @@ def test_tokenizer_round_trips_heldout_text(shipped):
 def test_eval_prompts_come_from_heldout_files():
     """Every evaluation prompt names a source file that the deterministic split holds out."""
     from eagle_nb.train.corpus import is_heldout
-    rows = [json.loads(line) for line in SHIPPED_PROMPTS.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in CODE_PROMPTS.read_text().splitlines() if line.strip()]
     assert len(rows) >= 8
     assert all(is_heldout(r["source"]) for r in rows)
 
@@ -70,7 +70,7 @@ def test_wrapper_copy_matches_plain_model(shipped):
     wrapper = make_wrapper(model)
     assert type(wrapper).__name__ == "LlavaForConditionalGeneration"
     assert not hasattr(wrapper.model, "layers") and hasattr(wrapper.model.language_model, "layers")
-    ids = tok(read_prompts(SHIPPED_PROMPTS)[0], return_tensors="pt")["input_ids"]
+    ids = tok(read_prompts(CODE_PROMPTS)[0], return_tensors="pt")["input_ids"]
     with torch.no_grad():
         a, b = model(input_ids=ids).logits, wrapper(input_ids=ids).logits
     torch.testing.assert_close(a, b, rtol=0, atol=1e-5)

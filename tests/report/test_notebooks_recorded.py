@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from eagle_nb.experiment.pair import Pair, shipped_prompts
+from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop.recording import record
 from eagle_nb.report import build as report_build
@@ -21,13 +21,13 @@ N, NEW = 4, 16      # prompts and new tokens given to every notebook (a small wo
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair(device="cpu")
+    return code_pair(device="cpu")
 
 
 @pytest.fixture(scope="module")
 def built(pair, tmp_path_factory):
     root = tmp_path_factory.mktemp("recorded")
-    prompts = shipped_prompts(N)
+    prompts = code_prompts(N)
     rec = record(pair.target, [pair.encode(p) for p in prompts], root / "rec", "all",
                  max_new_tokens=NEW, lookahead=8, final_hidden=True,
                  eos_token_id=pair.tokenizer.eos_token_id, texts=prompts, progress=False)
@@ -47,7 +47,7 @@ def test_they_execute_on_a_recording(built):
 
 def test_03_numbers_equal_the_loaded_target(built, pair):
     r = built[1]["03_fc_bypass_ablation"]["records"]
-    prompts = shipped_prompts(N)
+    prompts = code_prompts(N)
     for name, faults in (("healthy", ()), ("fc-bypass", ("fc-bypass",))):
         live = pair.run(prompts, Setting(faults=faults, depth=4, max_new_tokens=NEW), progress=False)
         assert r["tau"][name] == pytest.approx(live.metrics.accept_length, abs=1e-12), name
@@ -60,7 +60,7 @@ def test_04_greedy_curves_and_no_sampling_or_trees(built, pair):
     r = built[1]["04_acceptance_vs_depth"]["records"]
     assert set(r["tau_vs_depth"]) == {"healthy, T=0", "fc-bypass, T=0"}
     assert list(r["tau_vs_width"]) == ["healthy"]
-    live = pair.run(shipped_prompts(N), Setting(depth=7, max_new_tokens=NEW), progress=False)
+    live = pair.run(code_prompts(N), Setting(depth=7, max_new_tokens=NEW), progress=False)
     assert r["tau_vs_depth"]["healthy, T=0"]["7"] == pytest.approx(live.metrics.accept_length, abs=1e-12)
 
 

@@ -1,0 +1,176 @@
+"""The shipped drafter's training data, as the public EAGLE-3 trainers recommend: chat requests
+rendered with the target's own chat template, answered by the target itself, and the target's
+hidden states over each whole conversation. Three resumable phases under one work folder:
+
+1. `requests.jsonl`: `chat_seeds.training_requests`, each rendered to token ids with the chat
+   template and its generation prompt (what a serving engine's chat endpoint sends);
+2. `responses.jsonl`: the target's answer to each request, appended as it finishes (a restart
+   skips the requests already answered). llama-server on the target's GGUF writes them when it is
+   built (`make engine`; several requests at once, far faster than HF on 2 cores), else HF
+   `generate`; `answer_source` names which. The labels the drafter learns are not these tokens
+   but the HF target's own distribution at every position (phase 3), so a token that llama.cpp's
+   Q4_1 kernels chose differently is still labelled by the target the kit serves;
+3. `features/shard-NNNNN.safetensors`: per sequence the ids, where the answer starts, the fused
+   aux states (fp16, HF layer ids of `eagle3_layers`), the final post-norm states (fp16) and the
+   target's argmax; one shard per `shard_size` sequences, skipped when present.
+
+Knows the target and tokenizer; nothing about the drafter or its loss (drafter_chat.py).
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm.auto import tqdm
+
+from eagle_nb.model.capture import capture
+from eagle_nb.train.chat_seeds import training_requests
+
+
+def render(tok, messages) -> list[int]:
+    """Token ids of `messages` under the tokenizer's chat template with the generation prompt."""
+    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def requests_phase(work: Path, tok, n: int, seed: int) -> list[dict]:
+    f = work / "requests.jsonl"
+    if not f.is_file():
+        rows = training_requests(n, seed)
+        for i, r in enumerate(rows):
+            r["id"], r["prompt_ids"] = i, render(tok, r["messages"])
+        tmp = f.with_suffix(".partial")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        tmp.replace(f)
+    rows = [json.loads(line) for line in f.read_text().splitlines()]
+    if len(rows) != n:
+        raise ValueError(f"{f} holds {len(rows)} requests, the recipe asks for {n}: use another "
+                         f"--work folder or delete this one")
+    return rows
+
+
+def _done(f: Path) -> dict[int, dict]:
+    if not f.is_file():
+        return {}
+    out = {}
+    for line in f.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:       # a line cut by an interruption: answered again
+            continue
+        out[r["id"]] = r
+    return out
+
+
+def temperature_of(i: int, sampled_every: int) -> float:
+    """Most answers are greedy (what T = 0 serving sees); every `sampled_every`-th is sampled."""
+    return 0.8 if sampled_every and i % sampled_every == sampled_every - 1 else 0.0
+
+
+def responses_phase(work: Path, reqs: list[dict], answer, max_new: int, sampled_every: int,
+                    source: str, jobs: int = 4) -> list[dict]:
+    """Answer every request not yet in responses.jsonl with `answer(prompt_ids, max_new, T, seed)`
+    -> answer ids (ending with the end-of-turn token when the target stopped)."""
+    f = work / "responses.jsonl"
+    done = _done(f)
+    todo = [r for r in reqs if r["id"] not in done]
+    with open(f, "a") as out, tqdm(total=len(reqs), initial=len(reqs) - len(todo),
+                                   desc=f"target answers ({source})") as bar:
+        def one(r):
+            t = temperature_of(r["id"], sampled_every)
+            return r, t, answer(r["prompt_ids"], max_new, t, r["id"])
+        with ThreadPoolExecutor(jobs) as pool:
+            for r, t, ids in pool.map(one, todo):
+                row = {"id": r["id"], "answer_ids": ids, "temperature": t, "answer_source": source}
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                done[r["id"]] = row
+                bar.update()
+    return [done[r["id"]] for r in reqs]
+
+
+def hf_answer(model, eos_id: int):
+    """`answer` with HF `generate`, one request at a time (the slow reference path)."""
+    @torch.no_grad()
+    def answer(prompt_ids, max_new, temperature, seed):
+        torch.manual_seed(seed)
+        x = torch.tensor([prompt_ids])
+        out = model.generate(x, max_new_tokens=max_new, do_sample=temperature > 0,
+                             temperature=temperature or None, top_k=0 if temperature else None,
+                             top_p=None, eos_token_id=eos_id, pad_token_id=eos_id)
+        return out[0, x.shape[1]:].tolist()
+    return answer
+
+
+def llama_answer(url: str, eos_id: int):
+    """`answer` through llama-server's `/completion` (token ids in and out, plain sampling)."""
+    from eagle_nb.engines.server import http_post_json
+
+    def answer(prompt_ids, max_new, temperature, seed):
+        body = {"prompt": list(prompt_ids), "n_predict": max_new, "temperature": temperature,
+                "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": seed, "cache_prompt": True,
+                "return_tokens": True, "stream": False}
+        ids = [int(t) for t in http_post_json(url + "/completion", body)["tokens"]]
+        return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids
+    return answer
+
+
+def sequences(reqs: list[dict], answers: list[dict]) -> list[dict]:
+    """One training sequence per request: prompt ids + answer ids, and where the answer starts."""
+    return [{"id": r["id"], "ids": r["prompt_ids"] + a["answer_ids"], "start": len(r["prompt_ids"])}
+            for r, a in zip(reqs, answers) if a["answer_ids"]]
+
+
+@torch.no_grad()
+def features_phase(work: Path, target, seqs: list[dict], layer_ids, shard_size: int = 64,
+                   batch_tokens: int = 2048) -> list[Path]:
+    """Shards of target states for `seqs` (in order), computed in length-sorted batches of about
+    `batch_tokens` tokens (right-padded: a causal target's states at real positions do not see
+    the padding). Existing shards are kept."""
+    d = work / "features"
+    d.mkdir(exist_ok=True)
+    paths = []
+    starts = range(0, len(seqs), shard_size)
+    for s in tqdm(starts, desc="target states (shards)"):
+        p = d / f"shard-{s // shard_size:05d}.safetensors"
+        paths.append(p)
+        if p.is_file():
+            continue
+        chunk = sorted(seqs[s:s + shard_size], key=lambda q: len(q["ids"]))
+        out = {}
+        i = 0
+        while i < len(chunk):
+            n = max(1, batch_tokens // len(chunk[i]["ids"]))
+            group = chunk[i:i + n]
+            i += n
+            T = max(len(q["ids"]) for q in group)
+            x = torch.full((len(group), T), 0, dtype=torch.long)
+            for b, q in enumerate(group):
+                x[b, :len(q["ids"])] = torch.tensor(q["ids"])
+            with capture(target, layer_ids) as states:
+                hidden = target.model(x).last_hidden_state                 # (B, T, H) post-norm
+            feats = states.fused()                                          # (B, T, 3H)
+            argmax = target.lm_head(hidden).argmax(-1)                      # (B, T)
+            for b, q in enumerate(group):
+                n_tok, key = len(q["ids"]), str(q["id"])
+                out[f"{key}.ids"] = torch.tensor(q["ids"], dtype=torch.int32)
+                out[f"{key}.start"] = torch.tensor([q["start"]], dtype=torch.int32)
+                out[f"{key}.feats"] = feats[b, :n_tok].to(torch.float16).contiguous()
+                out[f"{key}.final"] = hidden[b, :n_tok].to(torch.float16).contiguous()
+                out[f"{key}.argmax"] = argmax[b, :n_tok].to(torch.int32).contiguous()
+        save_file(out, p.with_suffix(".partial"))
+        p.with_suffix(".partial").replace(p)
+    return paths
+
+
+def load_shards(paths) -> list[dict]:
+    """Every sequence of the shards: {ids, start, feats, final, argmax}, in id order."""
+    seqs = {}
+    for p in paths:
+        for k, v in load_file(p).items():
+            key, field = k.split(".")
+            seqs.setdefault(int(key), {})[field] = v
+    return [dict(seqs[k], id=k) for k in sorted(seqs)]

@@ -1,0 +1,280 @@
+"""Train the shipped EAGLE-3 drafter for SmolLM2-135M-Instruct, the way the public trainers
+recommend (SafeAILab EAGLE `traineagle3`, SpecForge `train_eagle3`): the target answers chat
+requests under its own template (chat_data.py), the draft vocabulary is built from the tokens the
+target wrote, the loss is masked to the assistant's tokens, and training-time test unrolls
+`ttt_steps` draft steps (model/ttt.py, equal to cached chain drafting).
+
+One command with progress bars, `python -m eagle_nb.train drafter`, resumable at every phase:
+the data phases keep their files under `--work`, and training saves its state every
+`checkpoint_every` steps (`train_state.pt`, read back with `weights_only=True`) and continues from
+it after an interruption, on the same batch order. The training log (`drafter_train.log`) is written
+in SafeAILab EAGLE's line format, which `eagle-nb doctor --train-log` reads (io/train_logs.py):
+`Train Epoch [e/E], position j,  Acc: a` per epoch, and `Test Epoch ...` on held-out requests.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from eagle_nb.io.paths import DATA_DIR, REAL_TARGET, SHIPPED_GGUF
+from eagle_nb.model.config import DrafterConfig
+from eagle_nb.model.drafter import Eagle3Drafter
+from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.model.ttt import ttt_forward
+from eagle_nb.train import chat_data
+from eagle_nb.train.drafter import build_vocab_map
+
+
+@dataclass
+class ChatDrafterConfig:
+    target: str = str(REAL_TARGET)
+    gguf: str = str(SHIPPED_GGUF)          # llama-server answers from it when it is built
+    work: str = str(DATA_DIR / "_work" / "drafter")
+    out: str = str(DATA_DIR / "drafter_eagle")
+    seed: int = 0
+    requests: int = 1600
+    heldout_every: int = 25                # every 25th request is held out (the log's Test lines)
+    max_new_tokens: int = 160
+    sampled_every: int = 6                 # every 6th answer sampled at T = 0.8, the rest greedy
+    answer_with: str = "auto"              # llama-server, hf, or auto (llama-server if built)
+    jobs: int = 4                          # requests answered at once by llama-server
+    draft_vocab_size: int = 8192
+    intermediate_size: int = 1536
+    max_position_embeddings: int = 2048    # the drafter's declared context (trained on far less)
+    ttt_steps: int = 5
+    batch_tokens: int = 1024
+    epochs: int = 3
+    lr: float = 6e-4
+    warmup: int = 50
+    checkpoint_every: int = 25
+    save_dtype: str = "float16"
+    threads: int = 2
+
+
+def answer_fn(c: ChatDrafterConfig, target, tok):
+    """(answer, source, server or None): llama-server on the GGUF when asked or available."""
+    from eagle_nb.engines.llama_cpp import llama_unavailable_reason
+    why = llama_unavailable_reason()
+    if c.answer_with == "llama-server" and why:
+        raise RuntimeError(f"--answer-with llama-server: {why}")
+    if c.answer_with == "hf" or (c.answer_with == "auto" and why):
+        return chat_data.hf_answer(target, tok.eos_token_id), "hf", None
+    from eagle_nb.engines.llama_cpp import llama_server_binary
+    from eagle_nb.engines.server import VllmServer
+    cmd = [str(llama_server_binary()), "-m", c.gguf, "--host", "127.0.0.1", "--port", "{port}",
+           "-np", str(c.jobs), "-c", str(1024 * c.jobs), "-t", str(c.threads), "--no-webui"]
+    srv = VllmServer(c.target, "-", command=cmd, startup_timeout=300).start()
+    return chat_data.llama_answer(srv.url, tok.eos_token_id), "llama-server Q4_1", srv
+
+
+def new_drafter(target, d2t, t2d, c: ChatDrafterConfig) -> Eagle3Drafter:
+    """Shaped like the target's layers; embedding copied and frozen; lm_head (from its rows) and
+    the final norm start as the target's."""
+    tc = target.config
+    cfg = DrafterConfig(hidden_size=tc.hidden_size, num_attention_heads=tc.num_attention_heads,
+                        num_key_value_heads=tc.num_key_value_heads, intermediate_size=c.intermediate_size,
+                        vocab_size=tc.vocab_size, draft_vocab_size=c.draft_vocab_size,
+                        target_hidden_size=tc.hidden_size, head_dim=getattr(tc, "head_dim", None),
+                        rms_norm_eps=tc.rms_norm_eps, rope_theta=float(tc.rope_parameters["rope_theta"]),
+                        max_position_embeddings=c.max_position_embeddings,
+                        aux_layer_ids=list(eagle3_layers(tc.num_hidden_layers)))
+    drafter = Eagle3Drafter(cfg)
+    drafter.d2t.copy_(d2t)
+    drafter.t2d.copy_(t2d)
+    with torch.no_grad():
+        drafter.embed_tokens.weight.copy_(target.get_input_embeddings().weight)
+        drafter.lm_head.weight.copy_(target.lm_head.weight[t2d])
+        drafter.norm.weight.copy_(target.model.norm.weight)      # the scale that head expects
+    drafter.embed_tokens.weight.requires_grad_(False)
+    return drafter
+
+
+def batches(seqs: list[dict], batch_tokens: int, seed: int) -> list[list[int]]:
+    """Indices of `seqs` grouped by length into batches of about `batch_tokens` padded tokens,
+    in an order fixed by `seed` (a resumed run replays the same order)."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]["ids"]))
+    out, cur = [], []
+    for i in order:
+        if cur and (len(cur) + 1) * len(seqs[i]["ids"]) > batch_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    out.append(cur)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def collate(seqs: list[dict], steps: int):
+    """Right-padded batch: ids (B, T+steps), feats (B, T, 3H), final (B, T+steps+1, H), argmax and
+    `answer` (B, T+steps+1): position p holds a token of the assistant's answer. T = S - 1."""
+    S = max(len(q["ids"]) for q in seqs)
+    B, T, W = len(seqs), S - 1, seqs[0]["feats"].shape[-1]
+    H = seqs[0]["final"].shape[-1]
+    ids = torch.zeros(B, T + steps, dtype=torch.long)
+    feats = torch.zeros(B, T, W)
+    final = torch.zeros(B, T + steps + 1, H)
+    argmax = torch.zeros(B, T + steps + 1, dtype=torch.long)
+    answer = torch.zeros(B, T + steps + 1, dtype=torch.bool)
+    for b, q in enumerate(seqs):
+        n = len(q["ids"])
+        ids[b, :min(n, T + steps)] = q["ids"][:T + steps].long()
+        feats[b, :min(n, T)] = q["feats"][:T].float()
+        final[b, :n] = q["final"].float()
+        argmax[b, :n] = q["argmax"].long()
+        answer[b, int(q["start"]):n] = True
+    return ids, feats, final, argmax, answer
+
+
+def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids):
+    """Per step j: soft cross-entropy against the target's distribution on the draft vocabulary at
+    the positions whose next token belongs to the answer (and whose target argmax the draft
+    vocabulary holds), weight 0.8^j. Column t of step j predicts the token after position t+1+j.
+    Returns (loss, [(hits, counted) per step]) with hits over all answer positions."""
+    loss, acc = 0.0, []
+    T = outs[0].shape[1]
+    for j, logits in enumerate(outs):
+        sl = slice(1 + j, 1 + j + T)
+        mask = answer[:, 2 + j:2 + j + T]                                # next token is the answer's
+        top = argmax[:, sl]
+        reach = mask & t2d[top]
+        p = draft_head_logits[:, sl].softmax(-1)
+        step = -(p * logits.float().log_softmax(-1)).sum(-1)
+        loss = loss + 0.8 ** j * (step * reach).sum() / reach.sum().clamp(min=1)
+        hit = (d2t_ids[logits.argmax(-1)] == top) & mask
+        acc.append((int(hit.sum()), int(mask.sum())))
+    return loss, acc
+
+
+def lr_at(step: int, total: int, c: ChatDrafterConfig) -> float:
+    return c.lr * min(1.0, (step + 1) / c.warmup) * 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+
+
+@torch.no_grad()
+def evaluate(drafter, seqs, head, c) -> list[float]:
+    drafter.eval()
+    tot = [[0, 0] for _ in range(c.ttt_steps)]
+    for idx in batches(seqs, c.batch_tokens, 0):
+        ids, feats, final, argmax, answer = collate([seqs[i] for i in idx], c.ttt_steps)
+        outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
+        _, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, drafter.t2d.nonzero().flatten())
+        for j, (h, n) in enumerate(acc):
+            tot[j][0] += h
+            tot[j][1] += n
+    drafter.train()
+    return [h / max(n, 1) for h, n in tot]
+
+
+def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig, work: Path,
+        log_f: Path, stop_after: int | None = None) -> int:
+    """Training-time test over `train` for `c.epochs` epochs, resuming from `work/train_state.pt`
+    (a resumed run continues on the same batch order and optimizer state, so it ends where an
+    uninterrupted run ends). `head(final)` gives the target's logits on the draft vocabulary.
+    Writes the EAGLE-format log lines to `log_f` at the end of each epoch. `stop_after` ends
+    early after that many steps in all (tests interrupt with it). Returns the steps done."""
+    params = [p for p in drafter.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=c.lr, betas=(0.9, 0.95), weight_decay=0.0)
+    d2t_ids = drafter.t2d.nonzero().flatten()
+    flat = [(e, b) for e in range(c.epochs) for b in batches(train, c.batch_tokens, c.seed + e)]
+    total = len(flat)
+    state_f = work / "train_state.pt"
+    step, log_lines, epoch_acc = 0, [], [[0, 0] for _ in range(c.ttt_steps)]
+    if state_f.is_file():
+        st = torch.load(state_f, weights_only=True)
+        drafter.load_state_dict(st["drafter"])
+        opt.load_state_dict(st["opt"])
+        step, log_lines, epoch_acc = st["step"], st["log"], st["epoch_acc"]
+    bar = tqdm(total=total, initial=step, desc="train drafter (TTT)")
+    drafter.train()
+    while step < total and (stop_after is None or step < stop_after):
+        e, idx = flat[step]
+        for grp in opt.param_groups:
+            grp["lr"] = lr_at(step, total, c)
+        ids, feats, final, argmax, answer = collate([train[i] for i in idx], c.ttt_steps)
+        outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
+        loss, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, d2t_ids)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 0.5)
+        opt.step()
+        for j, (h, n) in enumerate(acc):
+            epoch_acc[j][0] += h
+            epoch_acc[j][1] += n
+        step += 1
+        bar.update()
+        bar.set_postfix(loss=f"{loss.item():.3f}",
+                        acc="/".join(f"{h / max(n, 1):.2f}" for h, n in epoch_acc))
+        if step == total or flat[step][0] != e:                # end of an epoch: the log lines
+            test = evaluate(drafter, held, head, c) if held else []
+            log_lines += [f"Train Epoch [{e + 1}/{c.epochs}], position {j},  Acc: {h / max(n, 1):.4f}"
+                          for j, (h, n) in enumerate(epoch_acc)]
+            log_lines += [f"Test Epoch [{e + 1}/{c.epochs}], position {j},  Acc: {a:.4f}"
+                          for j, a in enumerate(test)]
+            epoch_acc = [[0, 0] for _ in range(c.ttt_steps)]
+            log_f.write_text("\n".join(log_lines) + "\n")
+        if step % c.checkpoint_every == 0 or step == total:
+            torch.save({"drafter": drafter.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "log": log_lines, "epoch_acc": epoch_acc}, state_f.with_suffix(".partial"))
+            state_f.with_suffix(".partial").replace(state_f)
+    bar.close()
+    drafter.eval()
+    return step
+
+
+def train_chat_drafter(c: ChatDrafterConfig) -> dict:
+    from eagle_nb.checkpoints.save import save_drafter
+    from eagle_nb.model.targets import load_target
+    torch.manual_seed(c.seed)
+    torch.set_num_threads(c.threads)
+    t0, work, out = time.time(), Path(c.work), Path(c.out)
+    work.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    target, tok = load_target(c.target, device="cpu", dtype=torch.float32)
+    layer_ids = list(eagle3_layers(target.config.num_hidden_layers))
+
+    # 1-3. requests, the target's answers, its states (each phase resumes from its files)
+    reqs = chat_data.requests_phase(work, tok, c.requests, c.seed)
+    answer, source, server = answer_fn(c, target, tok)
+    try:
+        answers = chat_data.responses_phase(work, reqs, answer, c.max_new_tokens, c.sampled_every,
+                                            source, jobs=c.jobs if server else 1)
+    finally:
+        if server:
+            server.stop()
+    shards = chat_data.features_phase(work, target, chat_data.sequences(reqs, answers), layer_ids)
+    data_s = time.time() - t0
+    seqs = chat_data.load_shards(shards)
+    held = [q for q in seqs if q["id"] % c.heldout_every == 0]
+    train = [q for q in seqs if q["id"] % c.heldout_every != 0]
+
+    # 4. the draft vocabulary from the answers the target wrote (training requests only)
+    written = torch.cat([q["ids"][int(q["start"]):].long() for q in train])
+    d2t, t2d, coverage = build_vocab_map(written, target.config.vocab_size, c.draft_vocab_size)
+    print(f"draft vocabulary: {c.draft_vocab_size} of {target.config.vocab_size} ids cover "
+          f"{coverage:.1%} of the {len(written):,} answer tokens the target wrote")
+    drafter = new_drafter(target, d2t, t2d, c)
+    head_w = target.lm_head.weight[t2d].detach().clone()                   # (Vd, H)
+
+    # 5. training-time test, checkpointed
+    log_f = out.parent / "drafter_train.log"
+    steps = fit(drafter, train, held, lambda final: final @ head_w.T, c, work, log_f)
+
+    # 6. format A (SafeAILab EAGLE layout; `make install` writes format C from it)
+    drafter.config.aux_layer_ids = None          # format A: the EAGLE default {2, L//2, L-3}
+    save_drafter(drafter, out, "eagle", dtype=getattr(torch, c.save_dtype))
+    metrics = {"config": asdict(c), "layer_ids_hf": layer_ids, "answer_source": source,
+               "draft_vocab_coverage": coverage, "sequences": len(seqs), "train_sequences": len(train),
+               "heldout_sequences": len(held),
+               "answer_tokens": sum(len(q["ids"]) - int(q["start"]) for q in seqs),
+               "tokens": sum(len(q["ids"]) for q in seqs),
+               "longest_sequence": max(len(q["ids"]) for q in seqs),
+               "data_time_s": round(data_s, 1), "wall_time_s_this_run": round(time.time() - t0, 1),
+               "train_log": log_f.name, "train_steps": steps}
+    out.parent.joinpath("drafter_metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
