@@ -1,7 +1,8 @@
 """`eagle-nb` (or `python -m eagle_nb`): the dispatcher. Each command is a module of this package
-(capture, inspect, convert, speculate, record, report, engine, doctor) with `add_parser(subparsers)`,
-which writes its options and their help, and `run(args) -> exit status`. Options several commands
-share, and the help formatter, are in `cli/options.py`. No algorithm lives here.
+(capture, inspect, convert, speculate, profile, tune, record, report, engine, doctor) with
+`add_parser(subparsers)`, which writes its options and their help, and `run(args) -> exit status`.
+Options several commands share, and the help formatter, are in `cli/options.py`. No algorithm
+lives here.
 """
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from eagle_nb.cli import (
     engine,
     inspect,
     options,
+    profile,
     record,
     report,
     speculate,
+    tune,
 )
 
-COMMANDS = (capture, inspect, convert, speculate, record, report, engine, doctor)   # --help order
+COMMANDS = (capture, inspect, convert, speculate, profile, tune, record, report, engine,
+            doctor)   # --help order
 
 DESCRIPTION = """\
 eagle-nb: find out why an EAGLE-3 drafter accepts almost nothing in serving.

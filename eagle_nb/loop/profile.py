@@ -218,3 +218,22 @@ def write_profile(profile: SpeculationProfile, path) -> Path:
 
 def is_finite_rate(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= 1
+
+
+def report_lines(p: SpeculationProfile) -> list[str]:
+    """The profile as text: both conventions named, the means, the histogram, the conditions."""
+    def fmt(xs):
+        return ", ".join(f"{x:.3f}" for x in xs)
+    per_req = p.mean_accept_length_per_request
+    lines = [f"num_speculative_tokens: {p.num_speculative_tokens} ({p.method}, {p.verification_method})",
+             f"conditional_accept_rates (P(draft i+1 accepted | drafts 1..i accepted); Dynamo): "
+             f"{fmt(p.conditional_accept_rates)}",
+             f"marginal_accept_rates (P(drafts 1..i+1 all accepted); vLLM synthetic): "
+             f"{fmt(p.marginal_accept_rates)}",
+             f"mean_accept_length (per step, bonus included): {p.mean_accept_length:.3f}",
+             f"mean_accept_length_per_request: {'-' if per_req is None else f'{per_req:.3f}'}"]
+    if p.acceptance_length_histogram is not None:
+        h = ", ".join(f"{k}: {v}" for k, v in p.acceptance_length_histogram.items())
+        lines.append(f"acceptance_length_histogram (tokens per step: steps): {h}")
+    lines += [f"measured: {k} = {json.dumps(v)}" for k, v in p.measurement_conditions.items()]
+    return lines

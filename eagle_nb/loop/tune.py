@@ -40,6 +40,11 @@ class Tuned(NamedTuple):
     def at(self, batch_size: int) -> list[TuneRow]:
         return [r for r in self.rows if r.batch_size == batch_size]
 
+    def as_dict(self) -> dict:
+        """JSON-ready: every row, and the best k per batch size with its engine flags."""
+        return {"unit": self.unit, "rows": [r._asdict() for r in self.rows],
+                "best": {str(b): {"k": k, "flags": engine_flags(k)} for b, k in self.best.items()}}
+
 
 def constant_alpha_tokens(alpha: float, k: int) -> float:
     """Tokens per step at draft length k when every position is accepted with probability alpha
