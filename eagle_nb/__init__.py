@@ -46,6 +46,11 @@ _EXPORTS = {
     "build_seed_case": "doctor.seed_case", "preflight": "doctor.preflight",
     "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
     "shipped_train_accuracy": "io.train_logs",
+    "SpeculationProfile": "loop.profile", "write_profile": "loop.profile",
+    "read_profile": "loop.profile_json", "measure_profile": "experiment.profile_run",
+    "profile_from_vllm": "loop.profile_engines", "tune": "loop.tune", "StepCosts": "io.step_costs",
+    "read_step_costs": "io.step_costs", "measure_step_costs": "loop.batch_costs",
+    "plot_tune": "views.tune_plot",
 }
 _RENAMED = {"diagnose": "doctor"}
 # Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).
@@ -53,6 +58,7 @@ _MODULES = {
     "plots": "views.plots", "model_plots": "views.model_plots", "doctor_plots": "views.doctor_plots",
     "widgets": "views.widgets", "switcher": "views.switcher", "faults": "experiment.faults",
     "catalogue": "doctor.catalogue", "engines": "engines", "engine_figures": "views.engine_figures",
+    "knobs": "loop.knobs",
 }
 __all__ = sorted([*_EXPORTS, *_MODULES])
 
