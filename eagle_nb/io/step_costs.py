@@ -45,8 +45,9 @@ class StepCosts:
         self.t_draft = _time(self.t_draft, f"{where}: t_draft")
         if not self.t_verify:
             raise CostError(f"{where}: t_verify is empty")
-        self.t_verify = {_k(k, where): _time(v, f"{where}: t_verify[{k}]", positive=True)
-                         for k, v in sorted(self.t_verify.items(), key=lambda kv: int(kv[0]))}
+        tv = {_k(k, where): _time(v, f"{where}: t_verify[{k}]", positive=True)
+              for k, v in self.t_verify.items()}
+        self.t_verify = dict(sorted(tv.items()))
 
     def verify_at(self, k: int) -> float:
         """t_verify at draft length k: the one value for every k, or interpolated linearly between

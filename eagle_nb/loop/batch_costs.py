@@ -2,7 +2,7 @@
 `bench.step_costs` measures them at batch 1: a plain cached target forward over one token per
 sequence (t_verify at k = 0, the target-only decode step, no hooks), the forward over k + 1
 tokens per sequence with the aux capture the loop uses (t_verify at k), and one cached drafter
-step over the batch (t_draft). Medians of interleaved repetitions (noisy machines).
+step over the batch (t_draft). Medians of repetitions (the verify and drafter steps interleaved).
 
 These are this machine's costs for the local pair (a CPU, a tiny model): what `tune` predicts
 from them holds here; for a served GPU give its own costs (io/step_costs.py).
@@ -53,11 +53,17 @@ def _one_batch(pair, ids: torch.Tensor, ks, reps: int, times: dict) -> None:
     target, drafter, dev = pair.target, pair.drafter, pair.device
     B, T = ids.shape
     tok = ids[:, -1:]
-    with TargetRunner(target, None, feature_mode=FEATURES_NONE) as plain, \
-            TargetRunner(target, pair.layer_ids) as runner:
+    # NOTE: the plain runner times a step without hooks; the aux runner's capture hooks are on the
+    # same model while it is open, so the two are never open together.
+    with TargetRunner(target, None, feature_mode=FEATURES_NONE) as plain:
         plain.forward(ids, keep=1)
+        n0 = plain.length
+        for _ in range(reps):
+            times[0].append(_timed(lambda: plain.forward(tok), dev))
+            plain.rollback(n0)
+    with TargetRunner(target, pair.layer_ids) as runner:
         runner.forward(ids, keep=1)
-        n0, n = plain.length, runner.length
+        n = runner.length
         cache = drafter.new_cache(B, T + 64)
         dtype = drafter.fc.weight.dtype
         feats = torch.zeros(B, T, drafter.config.fc_in_features, device=dev, dtype=dtype)
@@ -65,9 +71,7 @@ def _one_batch(pair, ids: torch.Tensor, ks, reps: int, times: dict) -> None:
         cache.advance(T)
         h = torch.zeros(B, 1, drafter.config.hidden_size, device=dev, dtype=dtype)
         pos = cache.pos
-        for _ in range(reps):
-            times[0].append(_timed(lambda: plain.forward(tok), dev))
-            plain.rollback(n0)
+        for _ in range(reps):                  # verify at each k and the drafter step interleaved
             for k in ks:
                 times[k].append(_timed(lambda: runner.forward(tok.repeat(1, k + 1)), dev))
                 runner.rollback(n)

@@ -50,6 +50,8 @@ def test_verify_cost_is_interpolated_never_extrapolated():
     ('{"costs": [{"batch_size": 1, "t_draft": 1, "t_verify": 0}]}', ".json", r"t_verify\[0\] must be"),
     ('{"costs": [{"batch_size": 1, "t_draft": 1, "t_verify": 1}, '
      '{"batch_size": 1, "t_draft": 1, "t_verify": 2}]}', ".json", r"batch_size \[1\] given twice"),
+    ('{"costs": [{"batch_size": 1, "t_draft": 1, "t_verify": {"a": 1}}]}', ".json",
+     "t_verify key 'a' is not a draft length"),
     ("batch_size,t_draft\n1,0.5\n", ".csv", "expected a header"),
     ("batch_size,t_draft,t_verify\n1,abc,1\n", ".csv", r"c.csv:2: .*numbers"),
     ("batch_size,k,t_draft,t_verify\n1,0,0.5,1\n1,2,0.6,1.2\n", ".csv", "t_draft 0.6 differs"),
