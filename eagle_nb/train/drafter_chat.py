@@ -39,12 +39,13 @@ class ChatDrafterConfig:
     work: str = str(DATA_DIR / "_work" / "drafter")
     out: str = str(DATA_DIR / "drafter_eagle")
     seed: int = 0
-    requests: int = 1600
+    requests: int = 1400
     heldout_every: int = 25                # every 25th request is held out (the log's Test lines)
-    max_new_tokens: int = 160
+    max_new_tokens: int = 128
     sampled_every: int = 6                 # every 6th answer sampled at T = 0.8, the rest greedy
     answer_with: str = "auto"              # llama-server, hf, or auto (llama-server if built)
-    jobs: int = 4                          # requests answered at once by llama-server
+    jobs: int = 8                          # requests answered at once by llama-server (its slots)
+    server_threads: int = 1                # NOTE: llama.cpp's threads spin; 2 on 2 shared cores ran 20x slower
     draft_vocab_size: int = 8192
     intermediate_size: int = 1536
     max_position_embeddings: int = 2048    # the drafter's declared context (trained on far less)
@@ -69,7 +70,8 @@ def answer_fn(c: ChatDrafterConfig, target, tok):
     from eagle_nb.engines.llama_cpp import llama_server_binary
     from eagle_nb.engines.server import VllmServer
     cmd = [str(llama_server_binary()), "-m", c.gguf, "--host", "127.0.0.1", "--port", "{port}",
-           "-np", str(c.jobs), "-c", str(1024 * c.jobs), "-t", str(c.threads), "--no-webui"]
+           "-np", str(c.jobs), "-c", str(1024 * c.jobs), "-t", str(c.server_threads),
+           "-tb", str(c.server_threads), "--no-webui"]
     srv = VllmServer(c.target, "-", command=cmd, startup_timeout=300).start()
     return chat_data.llama_answer(srv.url, tok.eos_token_id), "llama-server Q4_1", srv
 
