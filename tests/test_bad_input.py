@@ -501,7 +501,7 @@ ROWS = [
     # -- prompt files -------------------------------------------------------------------------------------
     ("prompts-not-utf8", _prompts(b'{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "\xe9t\xe9"}\n'), UE, "prompts.jsonl:3: not UTF-8"),
     ("prompts-invalid-json", _prompts(b'{"prompt": "a"}\n{prompt: b}\n'), PromptError, "prompts.jsonl:2: not valid JSON"),
-    ("prompts-line-is-list", _prompts(b'["a"]\n'), PromptError, ":1: expected an object with a string 'prompt' field, got list"),
+    ("prompts-line-is-list", _prompts(b'["a"]\n'), PromptError, ":1: expected an object with a string 'prompt' field (raw text) or a 'messages' list (a chat), got list"),
     ("prompts-no-prompt-field", _prompts(b'{"text": "a"}\n'), PromptError, "with keys ['text']"),
     ("prompts-prompt-number", _prompts(b'{"prompt": 3}\n'), PromptError, "string 'prompt' field"),
     ("prompts-empty-prompt", _prompts(b'{"prompt": ""}\n'), PromptError, ":1: the prompt is empty"),
