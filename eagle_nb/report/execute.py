@@ -70,6 +70,36 @@ def resolve_params(params: dict | None, cwd: Path | None = None) -> dict:
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
 
 
+def _kernel_manager_class():
+    """jupyter_client's kernel manager, minus the interrupt it sends before every shutdown.
+
+    papermill's last request is a `kernel_info_request`, and it shuts the kernel down as soon as
+    the reply arrives, not when the kernel leaves that request's handler. `shutdown_kernel`
+    interrupts first (SIGINT to the kernel's process group); while a handler runs, ipykernel has
+    Python's default SIGINT handler installed, so on a loaded machine the interrupt landed inside
+    the handler and the kernel logged `ERROR | KeyboardInterrupt caught in kernel.` (issue 28).
+    The notebook has finished (or failed, and its error is in the notebook) by then, so there is
+    nothing to interrupt: the shutdown request goes out alone, and a kernel that does not stop is
+    still killed by jupyter_client after its `shutdown_wait_time`. Cell timeouts are unaffected
+    (nbclient raises them itself). A class built on first use, so importing this module does not
+    import jupyter_client."""
+    global _ShutdownWithoutInterrupt
+    if _ShutdownWithoutInterrupt is None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        class ShutdownWithoutInterrupt(AsyncKernelManager):
+            async def _async_interrupt_kernel(self):
+                if self.shutting_down:
+                    return
+                await super()._async_interrupt_kernel()
+
+        _ShutdownWithoutInterrupt = ShutdownWithoutInterrupt
+    return _ShutdownWithoutInterrupt
+
+
+_ShutdownWithoutInterrupt = None
+
+
 @contextlib.contextmanager
 def kernel_env(threads: int | None = None):
     """The environment kernels start in, for the duration of the block: the checkout on PYTHONPATH
@@ -103,7 +133,8 @@ def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: 
     try:
         pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
                             progress_bar=progress, execution_timeout=timeout,
-                            extra_arguments=[] if verbose else QUIET_KERNEL)
+                            extra_arguments=[] if verbose else QUIET_KERNEL,
+                            kernel_manager_class=_kernel_manager_class())
         error = None
     except pm.PapermillExecutionError as e:
         error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"

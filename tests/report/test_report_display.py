@@ -1,0 +1,50 @@
+"""Tests for what a reader meets in a rendered report (issue 28, item 4): the kernel's shutdown
+prints no error, tables are shown whole, and the page opens on the title and question with a
+one-line note of the parameters instead of the parameters and setup code.
+
+The tests that execute start a real kernel through papermill (a few seconds each).
+"""
+from __future__ import annotations
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from eagle_nb.report import execute as report_execute
+
+
+def notebook(*cells) -> nbformat.NotebookNode:
+    """A parameters cell (`x = 1`) followed by `cells` (code strings)."""
+    params = new_code_cell("x = 1  # a parameter")
+    params.metadata["tags"] = ["parameters"]
+    nb = new_notebook(cells=[new_markdown_cell("# Tiny\n\n**Question: what is x?**"), params,
+                             *[new_code_cell(c) for c in cells]])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return nb
+
+
+# The last request papermill sends is a kernel_info_request, and it does not wait for the kernel to
+# leave that request's handler before shutting the kernel down. This cell makes the handler
+# linger after its reply (as a loaded machine does for a few milliseconds), so the race is certain.
+SLOW_KERNEL_INFO = """\
+import time
+_k = get_ipython().kernel
+_orig = _k.shell_handlers["kernel_info_request"]
+async def _lingering(*args):
+    await _orig(*args)
+    time.sleep(1.5)          # the reply is sent: papermill is shutting the kernel down now
+_k.shell_handlers["kernel_info_request"] = _lingering
+"""
+
+
+def test_kernel_shutdown_prints_no_keyboard_interrupt(tmp_path, capfd):
+    """A notebook that ran to the end is shut down without an interrupt: the kernel prints no
+    'KeyboardInterrupt caught in kernel' even when it is still inside a message handler (the
+    `make reports` race); a failing cell is still reported."""
+    src = tmp_path / "a.ipynb"
+    nbformat.write(notebook(SLOW_KERNEL_INFO, "y = 2 * x"), src)
+    seconds, error = report_execute.execute(src, tmp_path / "out.ipynb", {"x": 3}, progress=False)
+    err = capfd.readouterr().err
+    assert error is None and "KeyboardInterrupt" not in err and "ERROR" not in err, err
+    nbformat.write(notebook(SLOW_KERNEL_INFO, "raise RuntimeError('boom')"), src)
+    _, error = report_execute.execute(src, tmp_path / "out.ipynb", {}, progress=False)
+    assert error is not None and "boom" in error
