@@ -48,3 +48,16 @@ def test_kernel_shutdown_prints_no_keyboard_interrupt(tmp_path, capfd):
     nbformat.write(notebook(SLOW_KERNEL_INFO, "raise RuntimeError('boom')"), src)
     _, error = report_execute.execute(src, tmp_path / "out.ipynb", {}, progress=False)
     assert error is not None and "boom" in error
+
+
+def test_report_tables_are_shown_whole(tmp_path):
+    """A DataFrame displayed in a report keeps every row, column and character: pandas' defaults
+    would cut a cell past 50 characters and elide rows past 60 and columns past 20 with '...'."""
+    src = tmp_path / "a.ipynb"
+    nbformat.write(notebook("import pandas as pd\n"
+                            "pd.DataFrame({f'c{j}': [f'{i}:' + 'w' * 120 + '|end' for i in range(70)] "
+                            "for j in range(25)})"), src)
+    _, error = report_execute.execute(src, tmp_path / "out.ipynb", {}, progress=False)
+    assert error is None, error
+    table = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1].outputs[0]["data"]["text/html"]
+    assert table.count("|end</td>") == 70 * 25 and "..." not in table and "…" not in table
