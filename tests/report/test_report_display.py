@@ -61,3 +61,40 @@ def test_report_tables_are_shown_whole(tmp_path):
     assert error is None, error
     table = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1].outputs[0]["data"]["text/html"]
     assert table.count("|end</td>") == 70 * 25 and "..." not in table and "…" not in table
+
+
+def test_report_opens_on_the_title_with_a_parameters_note():
+    """The rendered page hides the code of the parameters cell, of papermill's injected cell and
+    of the setup cell (tagged `remove-input`), keeps the setup cell's output, and says in one
+    line which parameters the run overrode; the notebook passed in is not changed."""
+    from eagle_nb.report import html as report_html
+    nb = notebook("# Setup (no need to read)\nimport os\nprint('setup says hi')", "print('body', x)")
+    nb.cells[2].metadata["tags"] = [report_html.SETUP_TAG]
+    injected = new_code_cell("# Parameters\nx = 21\ntarget_path = '/models/t'")
+    injected.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(2, injected)
+    nb.cells[3].outputs = [nbformat.v4.new_output("stream", name="stdout", text="setup says hi\n")]
+    before = nbformat.writes(nb)
+    page = report_html.to_html(nb)
+    assert nbformat.writes(nb) == before
+    for code in ("a parameter", "# Parameters", "no need to read", "import os"):
+        assert code not in page, code
+    assert "setup says hi" in page and "body" in page and "Question: what is x?" in page
+    note = ("<strong>Parameters</strong> of this run: <code>x = 21</code>, "
+            "<code>target_path = '/models/t'</code>; every other parameter has its default")
+    assert note in page
+    assert page.index("Question: what is x?") < page.index(note) < page.index("setup says hi")
+    nb.cells.pop(2)
+    assert "<strong>Parameters</strong>: the notebook's defaults" in report_html.to_html(nb)
+
+
+def test_every_shipped_notebook_tags_its_setup_cell():
+    """Each shipped notebook's "# Setup (no need to read)" cell carries the tag that hides its code
+    in the report (a rewritten notebook that loses the tag fails here, not in a reader's browser)."""
+    from eagle_nb.io.paths import NOTEBOOKS_DIR
+    from eagle_nb.report import html as report_html
+    for path in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
+        setup = [c for c in nbformat.read(path, as_version=4).cells
+                 if c.cell_type == "code" and c.source.startswith("# Setup")]
+        assert len(setup) == 1, path.name
+        assert report_html.SETUP_TAG in setup[0].metadata.get("tags", []), path.name
