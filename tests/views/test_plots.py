@@ -320,3 +320,26 @@ def test_one_palette_and_one_position_axis():
     for ax in (acc.axes[1], tvd.axes[1]):
         xs = [x for ln in ax.lines for x in ln.get_xdata()]
         assert min(xs) == 1 and "draft position" in ax.get_xlabel()
+
+
+def test_plot_acceptance_tells_every_setting_apart():
+    """Notebook 04's figure at the largest depth (`Sweep.at`: healthy and fc-bypass at T = 0 and
+    T = 1): every setting has its own bar style and line style; the colour follows the faults
+    (edges), the hatch and the line style the temperature; a tree is told from its chain."""
+    from matplotlib.colors import to_hex
+    res = {f"{f}, T={T:g}": fake_result([4, 2, 1, 0], temperature=T)
+           for f in ("healthy", "fc-bypass") for T in (0.0, 1.0)}
+    fig = plots.plot_acceptance(res)
+    a, b = fig.axes[:2]
+    bars = [{(to_hex(p.get_facecolor()), to_hex(p.get_edgecolor()), p.get_hatch())
+             for p in a.patches[4 * j: 4 * j + 4]} for j in range(4)]
+    assert all(len(s) == 1 for s in bars) and len({s.pop() for s in bars}) == 4
+    edges = [to_hex(p.get_edgecolor()) for p in a.patches[::4]]
+    assert edges == [palette.HEALTHY_COLOR] * 2 + [palette.fault_color("fc-bypass")] * 2
+    assert [p.get_hatch() for p in a.patches[::4]] == [None, "///", None, "///"]
+    lines = [(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in b.lines]
+    assert len(set(lines)) == 4 and [ls for _, ls, _ in lines] == ["-", "--", "-", "--"]
+    shapes = {"healthy, tree topk 2, 6 nodes": fake_result([4, 2]), "healthy, chain": fake_result([3, 1])}
+    a = plots.plot_acceptance(shapes).axes[0]
+    assert {to_hex(p.get_edgecolor()) for p in a.patches} == {palette.HEALTHY_COLOR}
+    assert a.patches[0].get_hatch() == ".." and a.patches[4].get_hatch() is None
