@@ -18,6 +18,7 @@ import json
 from urllib.parse import quote
 
 from eagle_nb.experiment.faults import HEALTHY
+from eagle_nb.experiment.setting import CHAIN
 from eagle_nb.views import plots
 
 
@@ -179,14 +180,6 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
     return sw
 
 
-CHAIN = "chain"
-
-
-def shape_name(s) -> str:
-    """The `shape` control's value of a setting: chain, or the tree's topk and nodes."""
-    return CHAIN if not s.is_tree else f"tree topk {s.topk}, {s.num_draft_tokens} nodes"
-
-
 def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
     """Notebook 04's report panel: per-position acceptance of every setting of the sweep at each
     (temperature, depth), and with `trees` (a sweep of tree settings, e.g. notebook 04's width
@@ -194,7 +187,7 @@ def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
     and temperature. Chain settings in `trees` are ignored (the sweep holds them)."""
     temps, depths = sweep.temperatures, sweep.depths
     tree_runs = [r for r in (trees or []) if r.setting.is_tree]
-    shapes = list(dict.fromkeys([CHAIN] + [shape_name(r.setting) for r in tree_runs]))
+    shapes = list(dict.fromkeys([CHAIN] + [r.setting.shape for r in tree_runs]))
     states, summary = {}, {}
 
     def add(shape, T, k, shown, title):
@@ -209,11 +202,11 @@ def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
     for shape in shapes[1:]:
         for r in tree_runs:
             s = r.setting
-            if shape_name(s) != shape:
+            if s.shape != shape:
                 continue
             cs = s.but(topk=1, num_draft_tokens=None)        # the chain of the same setting
             chain = sweep[cs] if cs in sweep else None
-            shown = {r.label: r, **({f"{chain.label} (chain)": chain} if chain else {})}
+            shown = {r.label: r, **({f"{cs.label}, {cs.shape}": chain} if chain else {})}
             add(shape, s.temperature, s.depth, shown, f"{shape}, k={s.depth}, T={s.temperature:g}")
     r0 = next(iter(sweep))
     controls = {"temperature": [f"{T:g}" for T in temps], "depth": depths}

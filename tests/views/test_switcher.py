@@ -87,10 +87,25 @@ def test_depth_switcher_tree_axis():
     assert set(sw.states) == {("chain", "0", str(k)) for k in (2, 4)} | {
         ("tree topk 2, 6 nodes", "0", "4"), ("tree topk 4, 16 nodes", "0", "4")}
     tree_state = sw.states[("tree topk 4, 16 nodes", "0", "4")]
-    assert tree_state.count("<img") == 1 and "healthy (chain): " in tree_state
+    assert tree_state.count("<img") == 1 and "healthy, chain: " in tree_state
     assert sw.default == ("chain", "0", "4")
     assert "shape=tree%20topk%202%2C%206%20nodes&amp;temperature=0&amp;depth=4" in sw.html()
     assert list(switcher.depth_switcher(res).controls) == ["temperature", "depth"]
+
+
+def test_a_tree_has_one_name():
+    """`Setting.shape` is the one name of a draft shape: the shape control's values, the tree's
+    label in every table and legend, and the chain's name beside it, all use it."""
+    from eagle_nb.experiment.setting import Setting
+    tree = Setting(depth=4, topk=2, num_draft_tokens=6)
+    assert tree.shape == "tree topk 2, 6 nodes" and tree.label == "healthy, tree topk 2, 6 nodes"
+    assert Setting(depth=4).shape == "chain" and Setting(depth=4).label == "healthy"
+    pair = FakePair()
+    res = pair.sweep(PROMPTS, grid([()], depths=[4]))
+    sw = switcher.depth_switcher(res, trees=pair.sweep(PROMPTS, [tree]))
+    assert sw.controls["shape"] == ["chain", tree.shape]
+    assert set(sw.summary) == {"healthy, T=0, k=4", f"{tree.label}, T=0, k=4", "healthy, chain, T=0, k=4"}
+    assert "/" not in "".join(sw.summary)
 
 
 # -- in a real browser -----------------------------------------------------------------------------
