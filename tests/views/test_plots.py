@@ -106,10 +106,10 @@ def test_metrics_table_has_every_metric_and_log_lines():
     assert col["tau: accept length (1 + accepted/steps)"] == round(m.accept_length, 3)
     assert col["SGLang accept rate = len/(k+1) (PR #13212)"] == round(m.sglang_accept_rate_by_draft_tokens, 3)
     assert col["vLLM avg draft acceptance rate"] == f"{100 * m.draft_acceptance_rate:.1f}%"
-    assert col["SGLang log line"] == sglang_log_line(m)
+    assert col["SGLang log line"] == sglang_log_line(m, label=True)
     assert "EAGLE n-alpha (conditional)" in t.index and "accepted-count histogram m=0..k" in t.index
     lines = plots.log_lines({"s": r})
-    assert lines.loc["s", "SGLang (accepted/drafted)"] == sglang_log_line(m, "by_drafts")
+    assert lines.loc["s", "SGLang (accepted/drafted)"] == sglang_log_line(m, "by_drafts", label=True)
     assert lines.loc["s", "vLLM"].startswith("SpecDecoding metrics: Mean acceptance length: 2.75")
 
 
@@ -343,3 +343,32 @@ def test_plot_acceptance_tells_every_setting_apart():
     a = plots.plot_acceptance(shapes).axes[0]
     assert {to_hex(p.get_edgecolor()) for p in a.patches} == {palette.HEALTHY_COLOR}
     assert a.patches[0].get_hatch() == ".." and a.patches[4].get_hatch() is None
+
+
+def test_every_sglang_accept_rate_names_its_formula(tmp_path):
+    """SGLang printed two accept rates (len/(k+1) up to 0.5.10, accepted/proposed drafts from
+    0.5.11): wherever one is shown (the metrics table, the log-line table, a line a notebook
+    records and the index page shows) its formula is named beside it, and the index shows the
+    quantity the notebook's table names."""
+    from eagle_nb.loop.metrics import SGLANG_RATE_FORMULAS
+    from eagle_nb.report.index_page import write_index
+    runs = {"healthy": fake_result([4, 2, 1, 3]), "fc-bypass": fake_result([0, 1, 0, 0])}
+    table, lines = plots.metrics_table(runs), plots.log_lines(runs)
+    shown = [(label, str(v)) for label, row in table.iterrows() for v in row
+             if "SGLang" in label and "rate" in (label + str(v))]
+    shown += [(c, v) for c in lines.columns if c.startswith("SGLang") for v in lines[c]]
+    assert len(shown) == 8
+    for label, v in shown:
+        named = [f for f, text in SGLANG_RATE_FORMULAS.items() if text in v] or \
+            (["by_draft_tokens"] if "len/(k+1)" in label else [])
+        assert len(named) == 1, (label, v)
+    # notebook 03 records the len/(k+1) line; the index page shows it with its formula
+    recorded = {n: lines.loc[n, "SGLang (len/(k+1))"] for n in runs}
+    row = {"name": "03_x", "title": "03", "goal": "", "seconds": 1.0, "error": None, "html": "03_x.html",
+           "ipynb": "03_x.ipynb", "records": {"sglang_log_line": recorded}}
+    page = write_index(tmp_path, [row], {}, 1.0).read_text()
+    assert page.count(SGLANG_RATE_FORMULAS["by_draft_tokens"].replace(">", "&gt;").replace("<", "&lt;")) == 2
+    rate = f"accept rate: {runs['healthy'].metrics.sglang_accept_rate_by_draft_tokens:.2f}"
+    assert rate in page and rate in lines.loc["healthy", "SGLang (len/(k+1))"]
+    assert table.loc["SGLang accept rate = len/(k+1) (PR #13212)", "healthy"] == \
+        round(runs["healthy"].metrics.sglang_accept_rate_by_draft_tokens, 3)
