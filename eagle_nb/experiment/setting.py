@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from eagle_nb.experiment import faults as F
 from eagle_nb.model.config import SpecConfig
 
+CHAIN = "chain"     # the shape of a setting with topk 1 (`Setting.shape`)
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -50,12 +52,20 @@ class Setting:
         return cls(faults=F.ablations_for(toggled, layer_shift), **kw)
 
     @property
+    def shape(self) -> str:
+        """The draft shape in words, the one name every label, table and control uses: 'chain', or
+        'tree topk 2, 6 nodes' (branches per step, nodes verified per step with the root). The
+        depth is not in it: it is a coordinate of its own (k=...)."""
+        return CHAIN if not self.is_tree else f"tree topk {self.topk}, {self.num_draft_tokens} nodes"
+
+    @property
     def label(self) -> str:
-        """Faults in words: 'healthy', 'fc-bypass + layer-ids+1', with any layer override."""
+        """Faults in words: 'healthy', 'fc-bypass + layer-ids+1', with any layer override, and the
+        shape of a tree ('healthy, tree topk 2, 6 nodes'); a chain's label does not say 'chain'."""
         s = F.label(self.faults)
         if self.layer_ids is not None:
             s = f"{s}, layers {list(self.layer_ids)}"
-        return f"{s}, tree {self.depth}/{self.topk}/{self.num_draft_tokens}" if self.is_tree else s
+        return f"{s}, {self.shape}" if self.is_tree else s
 
     @property
     def layer_shift(self) -> int:

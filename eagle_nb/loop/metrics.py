@@ -119,9 +119,10 @@ def summary(m: AcceptanceMetrics) -> dict:
 
 
 def table_column(m: AcceptanceMetrics) -> dict:
-    """{label: shown value} for every metric in the table, plus the SGLang log line."""
+    """{label: shown value} for every metric in the table, plus the SGLang log line (naming its
+    accept-rate formula, as every shown SGLang accept rate does)."""
     col = {x.label: x.fmt(getattr(m, x.name)) for x in METRICS}
-    col["SGLang log line"] = sglang_log_line(m)
+    col["SGLang log line"] = sglang_log_line(m, label=True)
     return col
 
 

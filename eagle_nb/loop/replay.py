@@ -125,7 +125,7 @@ class ReplayResult:
         return "\n".join([f"setting: {self.setting}", *[f"note: {n}" for n in self.notes],
                           f"accept length (tau): {s['accept_length']:.3f} over {s['verify_steps']} "
                           f"verify steps, {label}; computed by {self.computed_by}",
-                          f"SGLang: {s['sglang_log_line']}", f"vLLM: {s['vllm_log_line']}",
+                          f"SGLang: {sglang_log_line(self.metrics, label=True)}", f"vLLM: {s['vllm_log_line']}",
                           f"replay: {s['replay_s']:.2f}s, {s['replay_s_per_1k_tokens']:.2f}s per 1k tokens"])
 
 

@@ -68,6 +68,42 @@ def resolve_params(params: dict | None, cwd: Path | None = None) -> dict:
 # The kernel's own start-up warnings (e.g. "Kernel is running over TCP without encryption": the
 # kernel only listens on 127.0.0.1) are noise for a report run; `verbose` keeps them.
 QUIET_KERNEL = ["--IPKernelApp.log_level=ERROR"]
+# Report tables are small and shown whole: pandas would cut a cell past 50 characters and elide
+# rows past 60 and columns past 20 ("..."), and a static page cannot widen them. Set in the kernel
+# before the first cell, so it holds for every table whatever a notebook's setup cell sets.
+WHOLE_TABLES = {"display.max_colwidth": None, "display.max_columns": None, "display.max_rows": 500}
+REPORT_KERNEL = ["--IPKernelApp.exec_lines=__import__('pandas').set_option(" +
+                 ", ".join(f"{k!r}, {v!r}" for k, v in WHOLE_TABLES.items()) + ")"]
+
+
+def _kernel_manager_class():
+    """jupyter_client's kernel manager, minus the interrupt it sends before every shutdown.
+
+    papermill's last request is a `kernel_info_request`, and it shuts the kernel down as soon as
+    the reply arrives, not when the kernel leaves that request's handler. `shutdown_kernel`
+    interrupts first (SIGINT to the kernel's process group); while a handler runs, ipykernel has
+    Python's default SIGINT handler installed, so on a loaded machine the interrupt landed inside
+    the handler and the kernel logged `ERROR | KeyboardInterrupt caught in kernel.` (issue 28).
+    The notebook has finished (or failed, and its error is in the notebook) by then, so there is
+    nothing to interrupt: the shutdown request goes out alone, and a kernel that does not stop is
+    still killed by jupyter_client after its `shutdown_wait_time`. Cell timeouts are unaffected
+    (nbclient raises them itself). A class built on first use, so importing this module does not
+    import jupyter_client."""
+    global _ShutdownWithoutInterrupt
+    if _ShutdownWithoutInterrupt is None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        class ShutdownWithoutInterrupt(AsyncKernelManager):
+            async def _async_interrupt_kernel(self):
+                if self.shutting_down:
+                    return
+                await super()._async_interrupt_kernel()
+
+        _ShutdownWithoutInterrupt = ShutdownWithoutInterrupt
+    return _ShutdownWithoutInterrupt
+
+
+_ShutdownWithoutInterrupt = None
 
 
 @contextlib.contextmanager
@@ -96,14 +132,17 @@ def kernel_env(threads: int | None = None):
 
 def execute(src: Path, dst: Path, params: dict, progress: bool = True, timeout: int = 900,
             verbose: bool = False):
-    """Run one notebook with papermill (inside `kernel_env`). Returns (seconds, error or None).
-    Thread-safe: several notebooks may run at once, each in its own kernel."""
+    """Run one notebook with papermill (inside `kernel_env`) in a kernel that shows tables whole
+    (`WHOLE_TABLES`) and is shut down without an interrupt (`_kernel_manager_class`). Returns
+    (seconds, error or None). Thread-safe: several notebooks may run at once, each in its own
+    kernel."""
     import papermill as pm
     t0 = time.perf_counter()
     try:
         pm.execute_notebook(str(src), str(dst), parameters=params, cwd=str(src.parent),
                             progress_bar=progress, execution_timeout=timeout,
-                            extra_arguments=[] if verbose else QUIET_KERNEL)
+                            extra_arguments=REPORT_KERNEL + ([] if verbose else QUIET_KERNEL),
+                            kernel_manager_class=_kernel_manager_class())
         error = None
     except pm.PapermillExecutionError as e:
         error = f"{e.ename}: {e.evalue} (cell {e.exec_count})"

@@ -1,10 +1,15 @@
 """An executed notebook as a self-contained HTML page: widget state stripped, nothing loaded from
-the network (every external URL removed), title and figures for the index. Knows nothing about
+the network (every external URL removed), title and figures for the index. The page opens on the
+title and question: the input of the parameters cells (the notebook's and papermill's injected
+one) and of the cell tagged `remove-input` (each notebook's "Setup (no need to read)" cell) is
+hidden, and one visible line says which parameters the run overrode. Knows nothing about
 executing notebooks.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import re
 
 from eagle_nb.report.index_page import write_index  # noqa: F401 - phase 4 lives there
@@ -24,7 +29,41 @@ _TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
 """
 
 
+# Cells whose input a report hides (their outputs stay): papermill's two parameters cells, and the
+# setup cell, tagged in each notebook (tests/report/test_report_display.py checks the tag is there).
+SETUP_TAG = "remove-input"
+HIDDEN_INPUT_TAGS = ("parameters", "injected-parameters", SETUP_TAG)
+
+
 # -- phase 3: self-contained HTML ---------------------------------------------------------------------
+def parameters_note(nb) -> str:
+    """One line of markdown naming the parameters the run overrode (papermill's injected cell), in
+    the order they were given, or saying that it ran on the notebook's defaults."""
+    given = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "injected-parameters" in cell.metadata.get("tags", []):
+            for node in ast.parse(cell.source).body:
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+                    given.append(f"`{node.targets[0].id} = {ast.unparse(node.value)}`")
+    return ("**Parameters** of this run: " + ", ".join(given) +
+            "; every other parameter has its default (the parameters cell of the notebook)."
+            if given else "**Parameters**: the notebook's defaults (its parameters cell).")
+
+
+def with_parameters_note(nb):
+    """A copy of `nb` with the parameters note as a markdown cell where the parameters cell was
+    (after the title and question), tagged so that the export keeps it."""
+    from nbformat.v4 import new_markdown_cell
+    nb = copy.deepcopy(nb)
+    at = next((i for i, c in enumerate(nb.cells) if set(HIDDEN_INPUT_TAGS[:2]) &
+               set(c.metadata.get("tags", []))), None)
+    if at is not None:
+        note = new_markdown_cell(parameters_note(nb))
+        note.metadata["tags"] = ["parameters-note"]
+        nb.cells.insert(at, note)
+    return nb
+
+
 def strip_widgets(nb):
     """Drop widget state and live widget views. A view with an HTML fallback (the kit's panels)
     keeps the fallback; one without (progress bars) is removed."""
@@ -75,13 +114,18 @@ def remove_external(text: str) -> str:
 
 
 def to_html(nb) -> str:
-    """Self-contained HTML of an executed notebook: images embedded, no network loads."""
+    """Self-contained HTML of an executed notebook: images embedded, no network loads, parameters
+    and setup code hidden behind a one-line parameters note. `nb` is not changed."""
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
+    from traitlets.config import Config
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = set(HIDDEN_INPUT_TAGS)
     exporter = HTMLExporter(template_name="lab", extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})],
                             template_file=_TEMPLATE_NAME, embed_images=True, mathjax_url="",
-                            require_js_url="")
-    body, _ = exporter.from_notebook_node(strip_widgets(nb))
+                            require_js_url="", config=config)
+    body, _ = exporter.from_notebook_node(strip_widgets(with_parameters_note(nb)))
     body = remove_external(body)
     left = [u for u in external_urls(body)]
     if left:

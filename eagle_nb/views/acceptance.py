@@ -18,7 +18,7 @@ from eagle_nb.views.palette import (
     GUIDE_COLOR,
     REFERENCE_MARKERS,
     REFERENCE_STYLE,
-    color,
+    bar_style,
     figure_legend,
     line_style,
     new_axes,
@@ -59,18 +59,20 @@ def _alpha_points(m, min_tried: int = MIN_TRIED) -> list[tuple[int, float]]:
 def plot_acceptance(results: dict, title: str | None = None) -> Figure:
     """Several settings side by side: unconditional per-position acceptance (vLLM), conditional
     n-alpha (EAGLE), and the accepted-count histogram (gpt-fast / SGLang). `results`:
-    {name: RunResult}; depths may differ between settings. x axes count draft positions from 1."""
+    {name: RunResult}, named by setting label (`palette.setting_style`: colour by faults, hatch
+    and line style by temperature, tint for a tree); depths may differ between settings. x axes
+    count draft positions from 1."""
     fig, (a, b, c) = new_axes(None, ncols=3, size=(3.1, 3.3))
     n = max(len(results), 1)
     width = 0.8 / n
     for j, (name, r) in enumerate(results.items()):
-        m, col = r.metrics, color(name)
+        m, bars = r.metrics, bar_style(name)      # colour by faults, hatch by temperature and shape
         pos = [i + 1 + (j - (n - 1) / 2) * width for i in range(m.depth)]
-        a.bar(pos, m.per_position_acceptance, width=width, color=col, label=_label(name, m))
+        a.bar(pos, m.per_position_acceptance, width=width, label=_label(name, m), **bars)
         alpha = _alpha_points(m)
-        b.plot([p for p, _ in alpha], [x for _, x in alpha], "o-", color=col, label=_label(name, m))
+        b.plot([p for p, _ in alpha], [x for _, x in alpha], label=_label(name, m), **line_style(name))
         hist_pos = [i + (j - (n - 1) / 2) * width for i in range(m.depth + 1)]
-        c.bar(hist_pos, m.accept_histogram, width=width, color=col, label=_label(name, m))
+        c.bar(hist_pos, m.accept_histogram, width=width, label=_label(name, m), **bars)
     a.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
           title="per-position acceptance\n(vLLM, unconditional)")
     b.set(xlabel="draft position (EAGLE's n + 1)", ylabel="P(accept | earlier accepted)",
@@ -170,7 +172,8 @@ def plot_fault_cost(results: dict, title: str | None = None) -> Figure:
     fig, (a, b) = new_axes(None, ncols=2, size=(4.6, 0.32 * len(names) + 2.0))
     taus = [results[n].metrics.accept_length for n in names]
     y = list(range(len(names)))[::-1]
-    a.barh(y, taus, color=[color(n) for n in names])
+    for yi, n, t in zip(y, names, taus):
+        a.barh(yi, t, **bar_style(n))
     for yi, t in zip(y, taus):
         a.text(t + 0.03, yi, f"{t:.2f}", va="center", fontsize=FONT)
     a.axvline(1.0, color=GUIDE_COLOR, ls="-.", lw=0.8)

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from eagle_nb.doctor.ranking import P_FLOOR, TAU_FLOOR
+from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.io.train_logs import INDEPENDENT
 from eagle_nb.views.palette import (
@@ -24,8 +25,31 @@ from eagle_nb.views.palette import (
 )
 
 
+def static_text(h, checks) -> str:
+    """What the static checks of the files say about one hypothesis, in words. A hypothesis's
+    `static_evidence` lists only checks that warn or fail naming it, so on files that pass it is
+    empty in every row; the pass itself is the information: it rules the fault out
+    (`ruled_out_by`), or the fault's checks (its registry entry) pass without deciding, or no
+    check of the files can see it."""
+    if h.static_evidence:
+        return "points at it: " + ", ".join(h.static_evidence)
+    if h.ruled_out_by:
+        return f"ruled out: {h.ruled_out_by} passes"
+    if h.fault == HEALTHY:
+        return "-"
+    status = {c.id: c.status for c in checks}
+    ran = [f"{cid} {status[cid]}" for cid in entry_checks(h.fault) if cid in status]
+    return f"{', '.join(ran)} (does not decide)" if ran else "no check of the files sees it"
+
+
+def entry_checks(fault: str) -> tuple[str, ...]:
+    """The static checks that name `fault` in its registry entry (none for an unregistered name)."""
+    return F.BY_NAME[fault].static.checks if fault in F.BY_NAME else ()
+
+
 def hypotheses_table(d) -> pd.DataFrame:
-    """One row per measured hypothesis: τ ± SE, per-position rates, distance and weight."""
+    """One row per measured hypothesis: τ ± SE, per-position rates, distance and weight, and what
+    the static checks of the files say about it (`static_text`)."""
     rows = []
     for h in d.hypotheses:
         p = h.predicted
@@ -35,7 +59,7 @@ def hypotheses_table(d) -> pd.DataFrame:
                      "per_position": " / ".join(f"{x:.2f}" for x in p["per_position"]),
                      "z": None if h.distance is None else round(h.distance, 2),
                      "weight": None if h.weight is None else round(h.weight, 3),
-                     "static evidence": ", ".join(h.static_evidence)})
+                     "static checks of the files": static_text(h, d.checks)})
     return pd.DataFrame(rows)
 
 

@@ -41,7 +41,11 @@ POSITION_CMAP = "viridis"      # series that are draft positions 1..k
 
 REFERENCE_STYLE = {"color": "#757575", "ls": "--", "lw": 1.2, "ms": 4, "mfc": "white"}
 REFERENCE_MARKERS = ("s", "^", "D", "v")
-TEMPERATURE_STYLE = {0.0: ("-", "o"), 1.0: ("--", "v")}   # line style and marker per temperature
+# A setting's style: colour by its faults; line style, marker and bar hatch by its temperature; a
+# tree in a tint of its faults' colour (bars dotted), so healthy at T=0, T=1 and as a tree differ.
+TEMPERATURE_STYLE = {0.0: ("-", "o", ""), 1.0: ("--", "v", "///")}   # line style, marker, hatch
+OTHER_TEMPERATURE_STYLE = (":", "x", "xx")
+TREE_HATCH, TINT = "..", 0.45     # a tree's bar hatch; share of white in a tint
 
 # -- sizes ---------------------------------------------------------------------------------------
 DPI = 96                # PNG pixels per inch: shown at natural size, 1 pt of text = 1 pt on screen
@@ -60,19 +64,61 @@ def fault_color(name: str) -> str:
     return FAULT_PALETTE[registry.ORDER[name] % len(FAULT_PALETTE)]
 
 
+def label_parts(label: str) -> tuple[str, bool, float]:
+    """(faults, is a tree, temperature) of a setting label as `Setting.label` and
+    `Sweep.curve_name` write it: 'fc-bypass + d2t-absolute', 'healthy, layers [2, 4, 5]',
+    'healthy, tree topk 2, 6 nodes', 'healthy, chain', 'fc-bypass, T=1'. The faults come before
+    the first ', ' (fault names and combinations never hold one); no 'T=' means T = 0."""
+    faults, _, rest = label.partition(", ")
+    T = rest.rsplit("T=", 1)[1] if "T=" in rest else "0"
+    try:
+        temperature = float(T)
+    except ValueError:
+        temperature = 0.0
+    return faults, rest.startswith("tree ") or ", tree " in rest, temperature
+
+
 def color(label: str) -> str:
-    """The kit's colour for a setting label ('healthy', 'fc-bypass', 'a + b', '... , T=1')."""
-    label = label.split(", T=")[0].split(", layers")[0]
-    if label == registry.HEALTHY or label in registry.ORDER:
-        return fault_color(label)
-    return FAULT_PALETTE[zlib.crc32(label.encode()) % len(FAULT_PALETTE)]
+    """The kit's colour for a setting label: its faults' colour, whatever follows them ('healthy',
+    'fc-bypass', 'a + b', '..., T=1', '..., tree topk 2, 6 nodes'). A label that is not a registered
+    fault (a combination, a custom name) gets a palette colour by a stable hash of its text."""
+    faults = label_parts(label)[0]
+    if faults == registry.HEALTHY or faults in registry.ORDER:
+        return fault_color(faults)
+    return FAULT_PALETTE[zlib.crc32(faults.encode()) % len(FAULT_PALETTE)]
+
+
+def tint(c: str, white: float = TINT) -> str:
+    """A colour mixed with `white` parts of white (a lighter shade of the same hue)."""
+    from matplotlib.colors import to_hex, to_rgb
+    return to_hex([x + (1 - x) * white for x in to_rgb(c)])
+
+
+def setting_style(label: str) -> dict:
+    """Everything that tells a setting apart in a figure, from its label: `color` (its faults),
+    `ls` / `marker` / `hatch` (its temperature), and for a tree a tinted `face` with dotted bars.
+    `line_style` and `bar_style` pick from it."""
+    _, tree, T = label_parts(label)
+    ls, marker, hatch = TEMPERATURE_STYLE.get(T, OTHER_TEMPERATURE_STYLE)
+    c = color(label)
+    hatch = hatch + (TREE_HATCH if tree else "")
+    return {"color": c, "face": tint(c) if hatch else c, "ls": ls, "marker": marker, "hatch": hatch,
+            "tree": tree}
 
 
 def line_style(name: str) -> dict:
-    """Colour from the label, line style and marker from the temperature ('..., T=1')."""
-    T = float(name.rsplit("T=", 1)[1]) if ", T=" in name else 0.0
-    ls, marker = TEMPERATURE_STYLE.get(T, (":", "x"))
-    return {"color": color(name), "ls": ls, "marker": marker}
+    """Plot keywords of a setting's line: colour from its faults (tinted for a tree), line style
+    and marker from its temperature ('..., T=1')."""
+    st = setting_style(name)
+    return {"color": st["face"] if st["tree"] else st["color"], "ls": st["ls"], "marker": st["marker"]}
+
+
+def bar_style(name: str) -> dict:
+    """Bar keywords of a setting: edged in its faults' colour; filled with it at T = 0 as a chain,
+    else with a tint hatched by temperature (T = 1: '///') and shape (tree: '..')."""
+    st = setting_style(name)
+    return {"color": st["face"], "edgecolor": st["color"], "hatch": st["hatch"] or None,
+            "linewidth": 0.8}
 
 
 def position_colors(k: int) -> list:

@@ -18,6 +18,7 @@ import json
 from urllib.parse import quote
 
 from eagle_nb.experiment.faults import HEALTHY
+from eagle_nb.experiment.setting import CHAIN
 from eagle_nb.views import plots
 
 
@@ -47,8 +48,17 @@ _JS = """
   var sels=root.querySelectorAll("select[data-control]"), states=root.querySelectorAll(".enb-state");
   var cur=root.querySelector(".enb-current");
   function enc(s){return encodeURIComponent(s);}
+  function values(k){var p=k.split("&"),v=[];for(var i=0;i<p.length;i++){v.push(decodeURIComponent(p[i].split("=")[1]));}return v;}
+  var grid=[];for(var s=0;s<states.length;s++){grid.push(values(states[s].getAttribute("data-state")));}
   function key(){var p=[];for(var i=0;i<sels.length;i++){p.push(enc(sels[i].getAttribute("data-control"))+"="+enc(sels[i].value));}return p.join("&");}
-  function show(){var k=key(),found=false;
+  // Control i offers the values some precomputed state has with controls 0..i-1 as chosen; a value
+  // no longer offered moves to the nearest offered one. So every choice shows a precomputed state.
+  function offer(){for(var i=0;i<sels.length;i++){var ok={},opts=sels[i].options,at=sels[i].selectedIndex,pick=-1;
+      for(var s=0;s<grid.length;s++){var m=true;for(var j=0;j<i;j++){if(grid[s][j]!==sels[j].value){m=false;break;}}if(m){ok[grid[s][i]]=1;}}
+      for(var o=0;o<opts.length;o++){var on=ok.hasOwnProperty(opts[o].value);opts[o].disabled=!on;opts[o].hidden=!on;
+        if(on&&(pick<0||Math.abs(o-at)<Math.abs(pick-at))){pick=o;}}
+      if(!ok.hasOwnProperty(sels[i].value)&&pick>=0){sels[i].selectedIndex=pick;}}}
+  function show(){offer();var k=key(),found=false;
     for(var i=0;i<states.length;i++){var on=states[i].getAttribute("data-state")===k;states[i].hidden=!on;if(on){found=true;}}
     root.setAttribute("data-shown",found?k:"");
     cur.textContent=(found?"showing ":"not precomputed: ")+decodeURIComponent(k).split("&").join(", ");}
@@ -73,9 +83,13 @@ _JS = """
 class StaticSwitcher:
     """Precomputed states of a panel, switched in the page by <select>s and a small inline script.
 
-    `controls`: {name: [values]} (their product is the grid); `states`: {tuple of values: HTML
-    fragment}. Missing combinations say "not precomputed". Without JavaScript the default state
-    stays visible. Displays itself as HTML in a notebook (`_repr_html_`)."""
+    `controls`: {name: [values]}, in order; `states`: {tuple of values: HTML fragment}; the states
+    need not fill the product of the controls. In the page the controls cascade, so none offers a
+    combination that was not precomputed: each offers the values some state has with the controls
+    before it as chosen (the others are hidden), and a change moves a later control whose value is
+    no longer offered to the nearest one that is. A control value no state has is refused here.
+    Without JavaScript the default state stays visible. Displays itself as HTML in a notebook
+    (`_repr_html_`)."""
 
     def __init__(self, title: str, controls: dict, states: dict, default: tuple | None = None,
                  note: str = ""):
@@ -85,6 +99,10 @@ class StaticSwitcher:
         bad = [k for k in self.states if len(k) != len(self.controls)]
         if bad:
             raise ValueError(f"state keys {bad[:3]} do not have one value per control {list(self.controls)}")
+        unused = [f"{name}={v}" for i, (name, vs) in enumerate(self.controls.items()) for v in vs
+                  if not any(k[i] == v for k in self.states)]
+        if unused:
+            raise ValueError(f"controls offer values no state was precomputed for: {unused[:5]}")
         self.default = tuple(str(v) for v in default) if default else next(iter(self.states))
         if self.default not in self.states:
             raise ValueError(f"default state {self.default} was not precomputed")
@@ -179,22 +197,15 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
     return sw
 
 
-CHAIN = "chain"
-
-
-def shape_name(s) -> str:
-    """The `shape` control's value of a setting: chain, or the tree's topk and nodes."""
-    return CHAIN if not s.is_tree else f"tree topk {s.topk}, {s.num_draft_tokens} nodes"
-
-
 def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
     """Notebook 04's report panel: per-position acceptance of every setting of the sweep at each
     (temperature, depth), and with `trees` (a sweep of tree settings, e.g. notebook 04's width
-    axis) a `shape` axis: each tree shape where it was computed, beside the chain at its depth
-    and temperature. Chain settings in `trees` are ignored (the sweep holds them)."""
+    axis) a `shape` axis (`Setting.shape`) first: each tree shape where it was computed, beside
+    the chain of the same setting; the temperature and depth controls then offer only where it
+    was (`StaticSwitcher`). Chain settings in `trees` are ignored (the sweep holds them)."""
     temps, depths = sweep.temperatures, sweep.depths
     tree_runs = [r for r in (trees or []) if r.setting.is_tree]
-    shapes = list(dict.fromkeys([CHAIN] + [shape_name(r.setting) for r in tree_runs]))
+    shapes = list(dict.fromkeys([CHAIN] + [r.setting.shape for r in tree_runs]))
     states, summary = {}, {}
 
     def add(shape, T, k, shown, title):
@@ -209,11 +220,11 @@ def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
     for shape in shapes[1:]:
         for r in tree_runs:
             s = r.setting
-            if shape_name(s) != shape:
+            if s.shape != shape:
                 continue
             cs = s.but(topk=1, num_draft_tokens=None)        # the chain of the same setting
             chain = sweep[cs] if cs in sweep else None
-            shown = {r.label: r, **({f"{chain.label} (chain)": chain} if chain else {})}
+            shown = {r.label: r, **({f"{cs.label}, {cs.shape}": chain} if chain else {})}
             add(shape, s.temperature, s.depth, shown, f"{shape}, k={s.depth}, T={s.temperature:g}")
     r0 = next(iter(sweep))
     controls = {"temperature": [f"{T:g}" for T in temps], "depth": depths}
@@ -228,7 +239,7 @@ def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
                         default=default or ((CHAIN, *first) if len(shapes) > 1 else first),
                         note=f"{len(r0.prompts)} prompts, {r0.setting.max_new_tokens} new tokens each, "
                              f"seed {r0.setting.seed}."
-                             + (" Trees are precomputed only where section 5 computed them."
-                                if len(shapes) > 1 else ""))
+                             + (" A tree shape offers the temperatures and depths it was "
+                                "computed at." if len(shapes) > 1 else ""))
     sw.summary = summary
     return sw

@@ -24,13 +24,17 @@ def tau_table(curves: dict) -> pd.DataFrame:
 
 
 def log_lines(results: dict) -> pd.DataFrame:
-    """The decode log lines SGLang (both accept-rate formulas) and vLLM would print per setting."""
+    """The decode log lines SGLang (both accept-rate formulas) and vLLM would print per setting.
+    Each SGLang line ends with the formula and releases of its accept rate (`metrics.
+    SGLANG_RATE_FORMULAS`), so a line copied out of the table (a notebook's recorded value, the
+    index page, a panel) still says which rate it shows."""
     from eagle_nb.loop.metrics import sglang_log_line, vllm_log_line
     rows = []
     for name, r in results.items():
         m = r.metrics
-        rows.append({"setting": name, "SGLang (len/(k+1))": sglang_log_line(m, "by_draft_tokens"),
-                     "SGLang (accepted/drafted)": sglang_log_line(m, "by_drafts"),
+        rows.append({"setting": name,
+                     "SGLang (len/(k+1))": sglang_log_line(m, "by_draft_tokens", label=True),
+                     "SGLang (accepted/drafted)": sglang_log_line(m, "by_drafts", label=True),
                      "vLLM": vllm_log_line(m)})
     return pd.DataFrame(rows).set_index("setting")
 

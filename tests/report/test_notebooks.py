@@ -185,7 +185,7 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
     # the width axis: the chain at `depth` (one pass) beside three tree shapes (live loop); the
     # widest tree (16 nodes) accepts more per step than the chain
     width = rec(built, "04_acceptance_vs_depth")["tau_vs_width"]
-    assert len(width) == 4 and width["healthy, tree 4/4/16"] > width["healthy"], width
+    assert len(width) == 4 and width["healthy, tree topk 4, 16 nodes"] > width["healthy"], width
     assert width["healthy"] == tau["healthy, T=0"]["4"]
 
 

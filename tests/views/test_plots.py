@@ -106,10 +106,10 @@ def test_metrics_table_has_every_metric_and_log_lines():
     assert col["tau: accept length (1 + accepted/steps)"] == round(m.accept_length, 3)
     assert col["SGLang accept rate = len/(k+1) (PR #13212)"] == round(m.sglang_accept_rate_by_draft_tokens, 3)
     assert col["vLLM avg draft acceptance rate"] == f"{100 * m.draft_acceptance_rate:.1f}%"
-    assert col["SGLang log line"] == sglang_log_line(m)
+    assert col["SGLang log line"] == sglang_log_line(m, label=True)
     assert "EAGLE n-alpha (conditional)" in t.index and "accepted-count histogram m=0..k" in t.index
     lines = plots.log_lines({"s": r})
-    assert lines.loc["s", "SGLang (accepted/drafted)"] == sglang_log_line(m, "by_drafts")
+    assert lines.loc["s", "SGLang (accepted/drafted)"] == sglang_log_line(m, "by_drafts", label=True)
     assert lines.loc["s", "vLLM"].startswith("SpecDecoding metrics: Mean acceptance length: 2.75")
 
 
@@ -320,3 +320,55 @@ def test_one_palette_and_one_position_axis():
     for ax in (acc.axes[1], tvd.axes[1]):
         xs = [x for ln in ax.lines for x in ln.get_xdata()]
         assert min(xs) == 1 and "draft position" in ax.get_xlabel()
+
+
+def test_plot_acceptance_tells_every_setting_apart():
+    """Notebook 04's figure at the largest depth (`Sweep.at`: healthy and fc-bypass at T = 0 and
+    T = 1): every setting has its own bar style and line style; the colour follows the faults
+    (edges), the hatch and the line style the temperature; a tree is told from its chain."""
+    from matplotlib.colors import to_hex
+    res = {f"{f}, T={T:g}": fake_result([4, 2, 1, 0], temperature=T)
+           for f in ("healthy", "fc-bypass") for T in (0.0, 1.0)}
+    fig = plots.plot_acceptance(res)
+    a, b = fig.axes[:2]
+    bars = [{(to_hex(p.get_facecolor()), to_hex(p.get_edgecolor()), p.get_hatch())
+             for p in a.patches[4 * j: 4 * j + 4]} for j in range(4)]
+    assert all(len(s) == 1 for s in bars) and len({s.pop() for s in bars}) == 4
+    edges = [to_hex(p.get_edgecolor()) for p in a.patches[::4]]
+    assert edges == [palette.HEALTHY_COLOR] * 2 + [palette.fault_color("fc-bypass")] * 2
+    assert [p.get_hatch() for p in a.patches[::4]] == [None, "///", None, "///"]
+    lines = [(ln.get_color(), ln.get_linestyle(), ln.get_marker()) for ln in b.lines]
+    assert len(set(lines)) == 4 and [ls for _, ls, _ in lines] == ["-", "--", "-", "--"]
+    shapes = {"healthy, tree topk 2, 6 nodes": fake_result([4, 2]), "healthy, chain": fake_result([3, 1])}
+    a = plots.plot_acceptance(shapes).axes[0]
+    assert {to_hex(p.get_edgecolor()) for p in a.patches} == {palette.HEALTHY_COLOR}
+    assert a.patches[0].get_hatch() == ".." and a.patches[4].get_hatch() is None
+
+
+def test_every_sglang_accept_rate_names_its_formula(tmp_path):
+    """SGLang printed two accept rates (len/(k+1) up to 0.5.10, accepted/proposed drafts from
+    0.5.11): wherever one is shown (the metrics table, the log-line table, a line a notebook
+    records and the index page shows) its formula is named beside it, and the index shows the
+    quantity the notebook's table names."""
+    from eagle_nb.loop.metrics import SGLANG_RATE_FORMULAS
+    from eagle_nb.report.index_page import write_index
+    runs = {"healthy": fake_result([4, 2, 1, 3]), "fc-bypass": fake_result([0, 1, 0, 0])}
+    table, lines = plots.metrics_table(runs), plots.log_lines(runs)
+    shown = [(label, str(v)) for label, row in table.iterrows() for v in row
+             if "SGLang" in label and "rate" in (label + str(v))]
+    shown += [(c, v) for c in lines.columns if c.startswith("SGLang") for v in lines[c]]
+    assert len(shown) == 8
+    for label, v in shown:
+        named = [f for f, text in SGLANG_RATE_FORMULAS.items() if text in v] or \
+            (["by_draft_tokens"] if "len/(k+1)" in label else [])
+        assert len(named) == 1, (label, v)
+    # notebook 03 records the len/(k+1) line; the index page shows it with its formula
+    recorded = {n: lines.loc[n, "SGLang (len/(k+1))"] for n in runs}
+    row = {"name": "03_x", "title": "03", "goal": "", "seconds": 1.0, "error": None, "html": "03_x.html",
+           "ipynb": "03_x.ipynb", "records": {"sglang_log_line": recorded}}
+    page = write_index(tmp_path, [row], {}, 1.0).read_text()
+    assert page.count(SGLANG_RATE_FORMULAS["by_draft_tokens"].replace(">", "&gt;").replace("<", "&lt;")) == 2
+    rate = f"accept rate: {runs['healthy'].metrics.sglang_accept_rate_by_draft_tokens:.2f}"
+    assert rate in page and rate in lines.loc["healthy", "SGLang (len/(k+1))"]
+    assert table.loc["SGLang accept rate = len/(k+1) (PR #13212)", "healthy"] == \
+        round(runs["healthy"].metrics.sglang_accept_rate_by_draft_tokens, 3)
