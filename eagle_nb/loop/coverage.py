@@ -48,10 +48,12 @@ def draft_vocab_mask(vocab_size: int, d2t: torch.Tensor | None = None,
     return torch.ones(vocab_size, dtype=torch.bool)
 
 
-def ceiling_counts(tokens, inside: torch.Tensor, depth: int) -> list[int]:
+def ceiling_counts(tokens, inside, depth: int) -> list[int]:
     """Accepted counts of the vocabulary-limited oracle's verify steps over one continuation: the
-    first token comes from prefill, each step accepts the in-vocabulary run after it (<= depth)."""
-    ok = [bool(inside[t]) for t in tokens]
+    first token comes from prefill, each step accepts the in-vocabulary run after it (<= depth).
+    `inside`: the (V,) bool mask, as a tensor or a list."""
+    flags = inside.tolist() if isinstance(inside, torch.Tensor) else inside
+    ok = [flags[t] for t in tokens]
     counts, L = [], 1
     while L < len(ok):
         a = 0
@@ -114,7 +116,8 @@ def coverage(continuations, inside: torch.Tensor, depth: int = 4, fields=None) -
     bad = [t for c in conts for t in c if not 0 <= t < V]
     if bad:
         raise ValueError(f"token id {bad[0]} outside the target vocabulary 0..{V - 1}")
-    out_per = [sum(not inside[t] for t in c) for c in conts]
+    flags = inside.tolist()                       # python bools: per-token lookups stay cheap
+    out_per = [sum(not flags[t] for t in c) for c in conts]
     groups: dict = {}
     for c, n_out, labels in zip(conts, out_per, fields):
         for f, v in labels.items():
@@ -123,10 +126,10 @@ def coverage(continuations, inside: torch.Tensor, depth: int = 4, fields=None) -
     for vals in groups.values():
         for g in vals.values():
             g["outside_share"] = g["outside"] / g["tokens"] if g["tokens"] else 0.0
-    counts = [a for c in conts for a in ceiling_counts(c, inside, depth)]
+    counts = [a for c in conts for a in ceiling_counts(c, flags, depth)]
     m = acceptance_metrics(counts, depth) if counts else None
     total, outside = sum(map(len, conts)), sum(out_per)
-    top = Counter(t for c in conts for t in c if not inside[t]).most_common(10)
+    top = Counter(t for c in conts for t in c if not flags[t]).most_common(10)
     return Coverage(V, int(inside.sum()), total, outside, outside / total if total else 0.0,
                     [n / len(c) if c else None for c, n in zip(conts, out_per)], groups, top, depth,
                     m.accept_length if m else None, m.per_position_acceptance if m else [])
