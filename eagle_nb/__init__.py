@@ -51,6 +51,14 @@ _EXPORTS = {
     "profile_from_vllm": "loop.profile_engines", "tune": "loop.tune", "StepCosts": "io.step_costs",
     "read_step_costs": "io.step_costs", "measure_step_costs": "loop.batch_costs",
     "plot_tune": "views.tune_plot",
+    # serving conditions (docs/conditions.md)
+    "VERIFY_RULES": "loop.verify_rules", "loop_report": "loop.repetition",
+    "prompt_coverage": "experiment.workload", "recording_coverage": "experiment.workload",
+    "drafter_mask": "experiment.workload", "check_context": "model.context_limits",
+    "context_curve": "experiment.context_curve", "long_prompts": "experiment.context_curve",
+    "quantize_rtn": "model.quantize", "quantized_pair": "experiment.precision",
+    "compare_precision": "experiment.precision", "TEMPLATE_MODES": "model.templates",
+    "render_mode": "model.templates", "encode_mode": "model.templates",
 }
 _RENAMED = {"diagnose": "doctor"}
 # Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).

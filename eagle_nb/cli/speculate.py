@@ -35,6 +35,14 @@ def add_parser(sub):
                         "candidates for a tree")
     options.max_new_tokens(p, 32)     # as the notebooks
     options.temperature(p)
+    from eagle_nb.loop.verify_rules import VERIFY_RULES
+    p.add_argument("--verify-rule", choices=VERIFY_RULES, default=None,
+                   help="how drafts are verified at --temperature > 0 (chains): argmax = argmax "
+                        "drafts, rejection against one-hot draft probabilities (vLLM's default "
+                        "draft_sample_method=greedy); sampled = sampled drafts, standard rejection "
+                        "sampling (vLLM probabilistic, SGLang >= PR #26312); strict = sampled "
+                        "drafts accepted only when equal to the target's sample (docs/metrics.md). "
+                        "At temperature 0 every rule is greedy verification (default: sampled)")
     options.seed(p)
     options.ablate(p, "switch on a named fault")
     p.add_argument("--truncate-prompt", action="store_true",
@@ -55,7 +63,7 @@ def run(a) -> int:
     # Setting runs SpecConfig's checks, the fault names and SGLang's tree-shape rules)
     Setting(faults=tuple(a.ablate), depth=a.depth, temperature=a.temperature,
             max_new_tokens=a.max_new_tokens, seed=a.seed, topk=a.topk,
-            num_draft_tokens=a.num_draft_tokens)
+            num_draft_tokens=a.num_draft_tokens, verify_rule=a.verify_rule)
     pick_device(a.device)
     if a.target:
         resolve_target(a.target)
@@ -64,11 +72,13 @@ def run(a) -> int:
                          topk=a.topk, num_draft_tokens=a.num_draft_tokens,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
                          faults=tuple(a.ablate), device=a.device, check_reference=True,
-                         truncate_prompt=a.truncate_prompt)
+                         truncate_prompt=a.truncate_prompt, verify_rule=a.verify_rule)
+    loops = result.loop_report()
     if a.json:
-        print(json.dumps(result.summary(), indent=2))
+        print(json.dumps({**result.summary(), "workload": loops.as_dict()}, indent=2))
     else:
         print(result.report_text())
+        print(*loops.report_lines(), sep="\n")
         print(speedup_line(result))
     return 0
 
@@ -76,9 +86,9 @@ def run(a) -> int:
 def run_replay(a) -> int:
     """`speculate --features RECORDING`: greedy speculation replayed against recorded states; with
     --ablate, the faults measured on the recording (experiment/recorded_pair.py)."""
-    if a.temperature != 0 or a.topk != 1:
-        raise ValueError("--features replays greedy speculation only: drop --temperature/--topk "
-                         "(sampling and trees need the live target)")
+    if a.temperature != 0 or a.topk != 1 or a.verify_rule:
+        raise ValueError("--features replays greedy speculation only: drop --temperature/--topk/"
+                         "--verify-rule (sampling and trees need the live target)")
     if a.ablate:
         return run_recorded_faults(a)
     from eagle_nb.checkpoints.load import load_drafter

@@ -28,6 +28,7 @@ from eagle_nb.io.prompts import check_prompts
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.loop.metrics import from_stats
 from eagle_nb.loop.tree import generate_tree
+from eagle_nb.loop.verify_rules import DEFAULT_RULE
 from eagle_nb.model.decoder import num_decoder_layers
 from eagle_nb.model.layers import eagle3_layers
 from eagle_nb.model.limits import encode, fit_prompt
@@ -145,7 +146,8 @@ class Pair:
                 toks, st = generate_tree(w.target, w.drafter, ids, s.depth, s.topk,
                                          s.num_draft_tokens, **kw)
             else:
-                toks, st = generate(w.target, w.drafter, ids, depth=s.depth, **kw)
+                toks, st = generate(w.target, w.drafter, ids, depth=s.depth,
+                                    verify_rule=s.verify_rule or DEFAULT_RULE, **kw)
             stats.append(st)
             outputs.append(self.tokenizer.decode(toks))
             if check_reference and s.temperature == 0:

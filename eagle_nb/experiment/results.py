@@ -53,6 +53,12 @@ class RunResult:
     def reference_tokens_per_s(self) -> float | None:
         return self.new_tokens / self.reference_s if self.reference_s else None
 
+    def loop_report(self, n: int = 6):
+        """The share of this run's continuation tokens inside a repeated n-gram, per prompt and
+        pooled, and tau on loop-free verify steps beside tau overall (loop/repetition.py)."""
+        from eagle_nb.loop.repetition import loop_report
+        return loop_report(self.stats, n)
+
     def summary(self) -> dict:
         """JSON-ready: the setting, what the loop was given, every metric, the run-level fields."""
         return {"setting": self.setting.as_dict(), "computed_by": self.computed_by, **self.wiring,

@@ -1,5 +1,5 @@
 """One experiment as a value: `Setting` (faults, layer-id override, depth, temperature, new tokens,
-seed, tree shape). Frozen and hashable, so it is the cache key of `Pair.run` and the coordinate of a `Sweep`.
+seed, tree shape, verify rule). Frozen and hashable, so it is the cache key of `Pair.run` and the coordinate of a `Sweep`.
 
 Depth, temperature, new tokens and seed are checked by `config.SpecConfig` (one place for those
 rules); fault names by `faults.check`, which also puts them in application order, so two settings
@@ -26,6 +26,8 @@ class Setting:
     seed: int = 0
     topk: int = 1                             # tree branching (SGLang eagle_topk); 1 = chain
     num_draft_tokens: int | None = None       # tree nodes verified per step, root included
+    verify_rule: str | None = None            # T > 0 chains: argmax | sampled | strict; None:
+    #                                           the loop's default (loop/verify_rules.py)
 
     def __post_init__(self):
         set_ = object.__setattr__              # frozen: normalise once, here
@@ -41,6 +43,13 @@ class Setting:
         set_(self, "topk", int(self.topk))
         set_(self, "num_draft_tokens", resolve_num_draft_tokens(self.depth, self.topk,
                                                                 self.num_draft_tokens))
+        if self.verify_rule is not None:
+            from eagle_nb.loop.verify_rules import check_rule
+            check_rule(self.verify_rule)
+            if self.is_tree:
+                raise ValueError(f"verify_rule {self.verify_rule!r} applies to chains; a tree (topk "
+                                 f"{self.topk}) verifies its top-k drafts with SGLang's tree sampling "
+                                 "(loop/tree_accept.py): leave verify_rule unset")
 
     @property
     def is_tree(self) -> bool:
@@ -65,6 +74,8 @@ class Setting:
         s = F.label(self.faults)
         if self.layer_ids is not None:
             s = f"{s}, layers {list(self.layer_ids)}"
+        if self.verify_rule is not None:
+            s = f"{s}, verify {self.verify_rule}"
         return f"{s}, {self.shape}" if self.is_tree else s
 
     @property

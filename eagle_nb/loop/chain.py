@@ -1,7 +1,8 @@
 """Chain speculative decoding with an EAGLE-3 drafter: draft -> verify -> accept, with KV caches.
 
-Implements greedy verification and Leviathan/Chen rejection sampling (arXiv 2211.17192,
-2302.01318) for EAGLE-3 chain drafts (arXiv 2503.01840). Pairing as in the engines: drafter
+Implements greedy verification and, at T > 0, the three verify rules of verify_rules.py (argmax
+drafts with one-hot rejection, sampled drafts with Leviathan/Chen rejection sampling, arXiv
+2211.17192 and 2302.01318, and strict matching) for EAGLE-3 chain drafts (arXiv 2503.01840). Pairing as in the engines: drafter
 position t consumes the embedding of token t+1 with the target state of token t and predicts
 token t+2 (docs/drafter.md). Every cycle: one drafter extend over the newly verified
 tokens (target features through `fc`), k-1 drafter steps on its own states, one target forward
@@ -25,6 +26,8 @@ from eagle_nb.model.capture import capture
 from eagle_nb.model.config import SpecConfig
 from eagle_nb.model.drafter import FC_STRICT
 from eagle_nb.model.kv_cache import hf_cache_len, hf_cache_rollback
+from eagle_nb.loop import verify_rules as VR
+from eagle_nb.loop.verify_rules import accept_greedy
 from eagle_nb.model.limits import as_input_ids, check_fits, context_length, text_config
 
 FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenated (n_aux*Ht)
@@ -118,33 +121,7 @@ class TargetRunner:
         return out.logits, feats
 
 
-# -- acceptance: pure functions ----------------------------------------------------------------------
-def accept_greedy(draft_tokens: torch.Tensor, target_tokens: torch.Tensor) -> int:
-    """Number of leading drafts equal to the target's argmax. draft (k,), target (k+1,)."""
-    k = draft_tokens.numel()
-    match = (draft_tokens == target_tokens[:k]).int()
-    return int(match.cumprod(0).sum())
-
-
-def accept_sample(draft_tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
-                  generator: torch.Generator) -> tuple[int, int]:
-    """Rejection sampling. draft_tokens (k,) sampled from q (k, V); p (k+1, V) target probs.
-    Accept draft i w.p. min(1, p_i(x)/q_i(x)); at the first rejection resample from
-    normalise(max(p_i - q_i, 0)); after k acceptances sample the bonus from p_k.
-    Returns (accepted count, the extra token)."""
-    k = draft_tokens.numel()
-    for i in range(k):
-        x = int(draft_tokens[i])
-        r = torch.rand((), generator=generator, device=p.device)
-        if r * q[i, x] < p[i, x]:           # r < p/q without dividing by zero
-            continue
-        resid = (p[i] - q[i]).clamp(min=0)
-        total = resid.sum()
-        resid = p[i] if total <= 0 else resid / total
-        return i, int(torch.multinomial(resid, 1, generator=generator))
-    return k, int(torch.multinomial(p[k], 1, generator=generator))
-
-
+# -- probabilities (the acceptance rules are pure functions in verify_rules.py) ----------------------
 def softmax_probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return (logits.float() / temperature).softmax(-1)
 
@@ -159,12 +136,16 @@ def checked_ids(target, input_ids) -> torch.Tensor:
 def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_tokens: int = 64,
              temperature: float = 0.0, seed: int = 0, layer_ids=None,
              feature_mode: str = FEATURES_AUX, layers_path=None, eos_token_id=None,
-             fc_policy: str = FC_STRICT, d2t: torch.Tensor | None = None):
+             fc_policy: str = FC_STRICT, d2t: torch.Tensor | None = None,
+             verify_rule: str = VR.DEFAULT_RULE):
     """Speculative decoding of one prompt (1, T0). Returns (generated ids, SpecStats).
     `feature_mode`, `fc_policy`, `d2t`: what the loop is given (faults.Wiring fills them).
+    `verify_rule` (T > 0 only; verify_rules.py): argmax | sampled | strict. At T = 0 every rule is
+    greedy verification, so the output is the target's greedy output under each.
     Parameters are checked by SpecConfig, and prompt + max_new_tokens + depth must fit the
     target's context (limits.py) before anything decodes."""
     SpecConfig(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+    VR.check_rule(verify_rule)
     input_ids = checked_ids(target, input_ids)
     check_fits(input_ids.shape[1], max_new_tokens, depth, context_length(target))
     if feature_mode not in (FEATURES_AUX, FEATURES_FINAL):
@@ -180,8 +161,8 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
     dcache = drafter.new_cache(1, input_ids.shape[1] + max_new_tokens + 2 * depth + 2)
     fdtype = drafter.fc.weight.dtype
 
-    def pick(logits):  # logits (1, V) -> (token, probs or None)
-        if greedy:
+    def pick(logits, argmax=False):  # logits (1, V) -> (token, probs or None)
+        if greedy or argmax:
             return logits.argmax(-1), None
         probs = softmax_probs(logits, temperature)
         return torch.multinomial(probs, 1, generator=gen)[:, 0], probs
@@ -203,10 +184,10 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
             dcache.advance(dstart + pend_ids.shape[1])
             drafts, qs = [], []
             for i in range(depth):
-                d, q = pick(lg[:, -1])                          # draft-vocab id
+                d, q = pick(lg[:, -1], VR.drafts_argmax(verify_rule))   # draft-vocab id
                 tid = drafter.draft_to_target(d, d2t)
                 drafts.append(tid)
-                if q is not None:
+                if q is not None and VR.needs_draft_probs(verify_rule):
                     qs.append(drafter.target_logits(q.log(), d2t)[0].exp())
                 if i < depth - 1:
                     pos = dcache.pos
@@ -222,7 +203,8 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
                 bonus = int(target_tokens[a])
             else:
                 p = softmax_probs(tlogits[0], temperature)
-                a, bonus = accept_sample(draft_ids[0], torch.stack(qs).to(p.device), p, gen)
+                q_all = torch.stack(qs).to(p.device) if qs else None      # (k, V) or None
+                a, bonus = VR.accept(verify_rule, draft_ids[0], q_all, p, gen)
                 target_tokens = tlogits[0].argmax(-1)
             t2 = time.perf_counter()
             # 4. commit x_next + a drafts in the target cache; the bonus is the next input

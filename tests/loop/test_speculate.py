@@ -25,8 +25,8 @@ from eagle_nb.model.capture import capture
 from eagle_nb.model.decoder import find_decoder_layers
 from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, Eagle3Drafter
 from eagle_nb.loop.metrics import acceptance_metrics
-from eagle_nb.loop.chain import (FEATURES_FINAL, accept_greedy, accept_sample, generate,
-                                greedy_reference)
+from eagle_nb.loop.chain import FEATURES_FINAL, generate, greedy_reference
+from eagle_nb.loop.verify_rules import accept_greedy, accept_sample
 from eagle_nb.model.targets import make_wrapper
 from helpers import (LAYER_IDS, LOOP_V, LOOP_VD, PROMPTS, build, chisq_p, ids_of, make_drafter,
                      make_target)
