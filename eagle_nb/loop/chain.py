@@ -22,15 +22,10 @@ from dataclasses import dataclass, field
 import torch
 
 from eagle_nb.model.capture import capture
-from eagle_nb.model.config import SpecConfig
-from eagle_nb.model.drafter import FC_STRICT
+from eagle_nb.model.config import (FC_STRICT, FEATURE_MODES, FEATURES_AUX, FEATURES_FINAL,
+                                   FEATURES_NONE, SpecConfig)
 from eagle_nb.model.kv_cache import hf_cache_len, hf_cache_rollback
 from eagle_nb.model.limits import as_input_ids, check_fits, context_length, text_config
-
-FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenated (n_aux*Ht)
-FEATURES_FINAL = "final-hidden"   # fault: the target hands over its final (post-norm) state (Ht)
-FEATURES_NONE = "none"            # target-only decoding: no features at all (greedy_reference)
-FEATURE_MODES = (FEATURES_AUX, FEATURES_FINAL, FEATURES_NONE)
 
 
 @dataclass
