@@ -1,12 +1,11 @@
 """Peak memory of inspect / doctor --static-only / load_drafter + one draft step / convert on
-real-shaped drafters (published configs, random bf16 weights: tests/realsize_checkpoints.py),
+real-shaped drafters (published configs, random bf16 weights: eagle_nb/checkpoints/real_shaped.py),
 beside the checkpoint's file size and the budget each command is held to.
 
-    python benchmarks/realsize_memory.py [--case kimi25] [--scale 1.0] [--dir /tmp/rs] [--to speculators]
+    python benchmarks/realsize_memory.py [--case kimi-k2.5] [--scale 1.0] [--dir /tmp/rs] [--to speculators]
 
-Each command runs in its own process; its peak is what `/usr/bin/time -v` prints as "Maximum
-resident set size" (tests/realsize_checkpoints.py `peak_rss`). The
-checkpoint is built once under --dir (about 7 GB for Kimi-K2.5 at scale 1) and reused.
+Each command runs in its own process; its peak is the high-water mark of that process's memory
+(VmHWM; eagle_nb/io/peak_memory.py, the kit's one meter). The checkpoint is built once under --dir (about 7 GB for Kimi-K2.5 at scale 1) and reused.
 Budgets (GiB): inspect 0.6; doctor 1.2 x drafter file + 0.6; load 1.2 x (drafter file +
 borrowed embedding) + 0.6; convert the largest tensor written + 1.
 """
@@ -14,15 +13,13 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from realsize_checkpoints import CASES, build, peak_rss  # noqa: E402
-
-from eagle_nb.io.lazy_weights import open_weights  # noqa: E402
-from eagle_nb.io.target_parts import TargetParts  # noqa: E402
+from eagle_nb.checkpoints.real_shaped import CASES, build
+from eagle_nb.io.lazy_weights import open_weights
+from eagle_nb.io.peak_memory import peak_rss_mib
+from eagle_nb.io.target_parts import TargetParts
 
 GiB = 2 ** 30
 STEP = """import sys, torch, eagle_nb
@@ -47,7 +44,7 @@ def sizes(d: Path, t: Path) -> tuple[float, float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--case", choices=sorted(CASES), default="kimi25")
+    ap.add_argument("--case", choices=sorted(CASES), default="kimi-k2.5")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--dir", default="/tmp/eagle_nb_realsize")
     ap.add_argument("--to", default="speculators", help="convert destination format")
@@ -59,7 +56,7 @@ def main() -> None:
         build(a.case, root, a.scale)
         print(f"built {root} in {time.time() - t0:.0f} s")
     file, emb, largest = sizes(d, t)
-    base = peak_rss(["-c", "import torch, eagle_nb.checkpoints.convert"]) / 1024
+    base = peak_rss_mib(["-c", "import torch, eagle_nb.checkpoints.convert"]) / 1024
     out = root / "converted"
     shutil.rmtree(out, ignore_errors=True)
     runs = [("inspect --target", ["-m", "eagle_nb", "inspect", str(d), "--target", str(t)], 0.6),
@@ -74,7 +71,7 @@ def main() -> None:
     for name, args, budget in runs:
         t0 = time.time()
         try:
-            rss = peak_rss(args) / 1024
+            rss = peak_rss_mib(args) / 1024
         except RuntimeError as e:     # e.g. a conversion the destination cannot express
             print(f"{name:<24} {'refused':>12} {budget:>10.2f} {time.time() - t0:>8.0f}  {str(e)[-160:]!r}")
             continue

@@ -43,7 +43,7 @@ _EXPORTS = {
     "SHIPPED_TARGET": "io.paths", "SHIPPED_DRAFTER": "io.paths", "SHIPPED_DRAFTER_SPECULATORS": "io.paths",
     "Report": "checkpoints.validate", "check_d2t_t2d": "checkpoints.validate",
     "load_drafter_engine_style": "checkpoints.load",
-    "build_seed_case": "doctor.seed_case", "preflight": "doctor.preflight",
+    "build_seed_case": "checkpoints.seed_case", "preflight": "doctor.preflight",
     "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
     "shipped_train_accuracy": "io.train_logs",
 }
