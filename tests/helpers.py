@@ -467,7 +467,7 @@ def long_floats(page: str) -> list[str]:
 
 # -- a fake Pair for panels and switchers -----------------------------------------------------------
 class FakePair:
-    """Stands in for `session.Pair` (STYLE rule 12): `run` records every call and returns exact
+    """Stands in for `experiment.pair.Pair` (STYLE rule 12): `run` records every call and returns exact
     metrics that depend on the setting (healthy accepts every draft, any fault none); `fail` names
     faults that raise. `sweep` is Pair.sweep's contract: one `run` per setting."""
 

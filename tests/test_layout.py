@@ -69,7 +69,7 @@ def test_imports_follow_the_order():
 
 
 def test_no_private_names_across_modules():
-    """`from eagle_nb.x import _name` is a reach-in: what another module needs is public."""
+    """`from eagle_nb.io.files import _name` is a reach-in: what another module needs is public."""
     bad = [f"{p.relative_to(ROOT)}:{line} imports {n} from {m}"
            for p in [*PKG.rglob("*.py"), *ROOT.glob("tests/**/*.py")]
            for m, names, line in imports_of(p) for n in names if n.startswith("_") and n != "__version__"]

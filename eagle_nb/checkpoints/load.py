@@ -69,7 +69,7 @@ def load_drafter(path, target=None, *, dtype=None, device=None,
     file), else the checkpoint's dtype (that of `fc.weight`; other floating tensors are cast to
     it) on the CPU, memory-mapped where nothing is cast (a target given as a path is never
     loaded, so it decides nothing). `feedback` is the state fed back across draft steps
-    (drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge trains). Known-harmless
+    (model/drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge trains). Known-harmless
     extras (frozen-target buffers, optimizer leftovers) are dropped with a CheckpointWarning
     naming them. Raises CheckpointError listing every problem."""
     if isinstance(target, torch.nn.Module):       # follow the loaded target, unless asked

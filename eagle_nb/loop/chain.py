@@ -158,7 +158,7 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
     """Speculative decoding of one prompt (1, T0). Returns (generated ids, SpecStats).
     `feature_mode`, `fc_policy`, `d2t`: what the loop is given (faults.Wiring fills them).
     Parameters are checked by SpecConfig, and prompt + max_new_tokens + depth must fit the
-    target's context (limits.py) before anything decodes."""
+    target's context (model/limits.py) before anything decodes."""
     SpecConfig(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     input_ids = checked_ids(target, input_ids)
     check_fits(input_ids.shape[1], max_new_tokens, depth, context_length(target))

@@ -164,7 +164,7 @@ class Eagle3Drafter(nn.Module):
              positions: torch.Tensor | None = None, mask: torch.Tensor | None = None):
         """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
         of tokens t, written at cache slots start..start+T-1. Chain: slot == RoPE position, causal.
-        Tree drafts (tree.py) pass RoPE `positions` (T,) and a bool `mask` (T, start+T), True =
+        Tree drafts (loop/tree.py) pass RoPE `positions` (T,) and a bool `mask` (T, start+T), True =
         attend. Returns (draft logits (B, T, Vd), next state)."""
         T = input_ids.shape[1]
         if positions is None:

@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.checkpoints.core (and the validation in eagle_nb.checkpoints.validate, and the `inspect` /
+"""Tests for eagle_nb.checkpoints (save, load, inspect, convert; and the validation in eagle_nb.checkpoints.validate, and the `inspect` /
 `convert` CLI): round trips through every public format, layer-id translation, safe unpickling,
 and one crafted bad checkpoint per validation error.
 
