@@ -32,6 +32,7 @@ from eagle_nb.doctor import run as doctor_run
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.pair import Pair, shipped_prompts
 from eagle_nb.experiment.setting import grid
+from eagle_nb.io.peak_memory import PeakRSS
 from eagle_nb.loop import target_states as TS
 
 
@@ -132,16 +133,14 @@ def main() -> None:
     # 4. the target pass with every layer kept
     pair = Pair()
     ids = [pair.encode(p) for p in p16]
-    base = reset_peak_rss()
-    with Clock() as c:
+    with PeakRSS() as peak, Clock() as c:
         st = TS.from_target(pair.target, ids, 64 + 8)
-    peak = status_kib("VmHWM") - base
     fed = sum(x.numel() - 1 for x in st.ids)
     keys = len(st.states)
     print(f"\ntarget pass, 16 prompts x (64 + 8) tokens, {keys - 1} layer ids + final kept: "
           f"{st.nbytes() / 2**20:.1f} MiB ({st.nbytes() / fed / 1024:.1f} KiB per fed token = "
           f"{keys} states x {pair.target.config.hidden_size} x 4 bytes); peak RSS above the loaded "
-          f"pair {peak / 1024:.1f} MiB; {c}")
+          f"pair {peak.mib:.1f} MiB; {c}")
 
     # 5. the same workload from a recording, the target not loaded
     import tempfile
@@ -154,31 +153,18 @@ def main() -> None:
                          final_hidden=True, eos_token_id=pair.tokenizer.eos_token_id, texts=p16,
                          progress=False)
         size = sum(f.stat().st_size for f in rec.iterdir())
-        base = reset_peak_rss()
-        rp = RecordedPair(rec)
-        peak = status_kib("VmHWM") - base
+        with PeakRSS() as peak:
+            rp = RecordedPair(rec)
         with Clock() as one:
             r = sweep(rp, p16, switches, 64, True)
     print(f"\nrecording, 16 prompts x (64 + 8) tokens, every layer + final: {size / 2**20:.1f} MiB on "
           f"disk ({size / fed / 1024:.1f} KiB per fed token), written in {rc.wall:.1f}s (one token "
-          f"per forward); opening it: peak RSS +{peak / 1024:.1f} MiB")
+          f"per forward); opening it: peak RSS +{peak.mib:.1f} MiB")
     lone, lo = loaded_sweep
     print("| scenario | recorded pair | loaded pair (one pass) | note |\n|---|---|---|---|")
     print(f"| all switches x 8 depths x 16 x 64 | {one} | {lone} | {len(r)} switches a recording "
           f"answers of {len(lo)}; equal where both ran: {same(r, lo)} |")
 
-
-def status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
-
-
-def reset_peak_rss() -> int:
-    """Reset the peak RSS (Linux: clear_refs 5 resets VmHWM); returns the current RSS, KiB."""
-    Path("/proc/self/clear_refs").write_text("5")
-    return status_kib("VmRSS")
 
 if __name__ == "__main__":
     main()

@@ -8,9 +8,9 @@ own subpackage or from one *above* it in this list, never below; `tests/test_lay
 
 | subpackage     | what it holds |
 |----------------|---------------|
-| `io/`          | safe reading of user files, prompts, weight files, the target's parts, paths |
+| `io/`          | safe reading of user files, prompts, weight files, the target's parts, paths, peak memory |
 | `model/`       | drafter/spec configs, hidden-state capture and layer conventions, the drafter, KV cache, targets |
-| `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate |
+| `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate; real-shaped cases |
 | `loop/`        | chain and tree speculation, acceptance metrics, recordings and replay, timings |
 | `experiment/`  | `Setting`, the fault registry, the loaded `Pair` (or `RecordedPair`), results and sweeps |
 | `doctor/`      | static checks, observations, ranking, the doctor, the fault catalogue |
@@ -43,7 +43,7 @@ _EXPORTS = {
     "SHIPPED_TARGET": "io.paths", "SHIPPED_DRAFTER": "io.paths", "SHIPPED_DRAFTER_SPECULATORS": "io.paths",
     "Report": "checkpoints.validate", "check_d2t_t2d": "checkpoints.validate",
     "load_drafter_engine_style": "checkpoints.load",
-    "build_seed_case": "doctor.seed_case", "preflight": "doctor.preflight",
+    "build_seed_case": "checkpoints.seed_case", "preflight": "doctor.preflight",
     "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
     "shipped_train_accuracy": "io.train_logs",
     "SpeculationProfile": "loop.profile", "write_profile": "loop.profile",

@@ -1,6 +1,7 @@
-"""Render docs/catalogue.md from a measured fault catalogue (default: data/fault_catalogue.json).
+"""Render docs/catalogue.md from a measured fault catalogue (default: the shipped pair's, in
+eagle_nb/doctor/catalogues/).
 
-    python scripts/catalogue_table.py [--json data/fault_catalogue.json] [--out docs/catalogue.md]
+    python scripts/catalogue_table.py [--json FILE.json] [--out docs/catalogue.md]
     python scripts/catalogue_table.py --check      # exit 1 when docs/catalogue.md is stale
 
 Measures nothing: the numbers come from `python -m eagle_nb.doctor.catalogue --out FILE.json`
@@ -18,7 +19,8 @@ sys.path.insert(0, str(ROOT))          # run from anywhere, no install needed
 
 from eagle_nb.doctor import catalogue  # noqa: E402
 
-MEASURE = "python -m eagle_nb.doctor.catalogue --out data/fault_catalogue.json"
+MEASURE = ("python -m eagle_nb.doctor.catalogue --out "
+           f"{catalogue.shipped_path().resolve().relative_to(ROOT)}")
 
 
 def page(cat: dict, json_path: Path) -> str:

@@ -12,8 +12,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import torch
@@ -469,7 +467,7 @@ def long_floats(page: str) -> list[str]:
 
 # -- a fake Pair for panels and switchers -----------------------------------------------------------
 class FakePair:
-    """Stands in for `session.Pair` (STYLE rule 12): `run` records every call and returns exact
+    """Stands in for `experiment.pair.Pair` (STYLE rule 12): `run` records every call and returns exact
     metrics that depend on the setting (healthy accepts every draft, any fault none); `fail` names
     faults that raise. `sweep` is Pair.sweep's contract: one `run` per setting."""
 
@@ -587,19 +585,12 @@ def free_port() -> int:
 
 
 # -- memory of one CLI run -------------------------------------------------------------------------
-PEAK_RSS = ("import resource, sys; from eagle_nb.cli.main import main\n"
-            "try:\n    rc = main(sys.argv[1:]) or 0\nexcept SystemExit as e:\n    rc = e.code or 0\n"
-            "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, 'RC', rc)")
-
-
 def peak_rss_mb(*argv: str) -> float:
-    """Peak resident memory (MiB) of `eagle-nb ARGV...` in a fresh process; asserts it exited 0."""
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", PEAK_RSS, *argv], capture_output=True, text=True,
-                         env=env, cwd=REPO_ROOT, timeout=300)
-    last = out.stdout.strip().splitlines()[-1].split()
-    assert last[0] == "PEAK_RSS_KB" and last[3] == "0", out.stdout + out.stderr
-    return int(last[1]) / 1024
+    """Peak resident memory (MiB) of `eagle-nb ARGV...` in a fresh process, by the package's one
+    meter (eagle_nb/io/peak_memory.py); raises when it does not exit 0."""
+    from eagle_nb.io.peak_memory import peak_rss_mib
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    return peak_rss_mib(["-m", "eagle_nb", *argv], env=env, cwd=REPO_ROOT, timeout=300)
 
 
 def code_prompts(n: int | None = None) -> list[str]:

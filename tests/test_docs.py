@@ -55,7 +55,7 @@ def test_relative_links_in_readme_and_docs_resolve():
 
 
 def test_catalogue_page_is_generated_from_the_shipped_json():
-    """docs/catalogue.md is what scripts/catalogue_table.py renders from data/fault_catalogue.json."""
+    """docs/catalogue.md is what scripts/catalogue_table.py renders from the shipped pair's catalogue."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "catalogue_table.py"), "--check"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -69,7 +69,7 @@ def test_imports_follow_the_order():
 
 
 def test_no_private_names_across_modules():
-    """`from eagle_nb.x import _name` is a reach-in: what another module needs is public."""
+    """`from eagle_nb.io.files import _name` is a reach-in: what another module needs is public."""
     bad = [f"{p.relative_to(ROOT)}:{line} imports {n} from {m}"
            for p in [*PKG.rglob("*.py"), *ROOT.glob("tests/**/*.py")]
            for m, names, line in imports_of(p) for n in names if n.startswith("_") and n != "__version__"]
@@ -171,3 +171,25 @@ def test_no_file_points_outside_the_repository():
     hits = [f for f in files if Path(f).suffix in {".py", ".md", ".json", ".ipynb", ".toml", ".txt"}
             and (ROOT / f).is_file() and needle in (ROOT / f).read_text(errors="ignore")]
     assert not hits, hits
+
+
+def _path_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of the string constants in a file that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+@pytest.mark.parametrize("folder, forbidden", [("eagle_nb", ("tests", "scripts", "benchmarks")),
+                                               ("benchmarks", ("tests",))])
+def test_the_package_and_benchmarks_never_reach_into_tests(folder, forbidden):
+    """The package stands alone (it never builds a path into tests/, scripts/ or benchmarks/: what
+    it needs ships inside it, tests/test_wheel.py), and no benchmark reaches into tests/ (they
+    use the package's builders and its one memory meter)."""
+    bad = [f"{p.relative_to(ROOT)}:{line} {text!r}" for p in sorted((ROOT / folder).rglob("*.py"))
+           for line, text in _path_strings(p)
+           if text in forbidden or any(text.startswith(f"{f}/") for f in forbidden)]
+    assert not bad, "\n".join(bad)

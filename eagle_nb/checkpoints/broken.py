@@ -13,16 +13,13 @@ and is changed in place; `src` is only named in messages. A fault's registry ent
   request, measured here, so that variant is not a silent fault.)
 - `random_embedding`: `embed_tokens.weight` replaced by random normal values of the same scale
   (an exporter that wrote an untrained embedding; the kit's `embed-random` switch, another draw).
-Knows checkpoint files only.
+Knows checkpoint files only; imports torch only when a writer runs (the fault registry names these
+writers and loads without torch).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 
@@ -41,6 +38,8 @@ def shift_aux_ids(by: int):
 
 def _rewrite(dst: Path, key: str, change) -> None:
     """Replace tensor `key` in the weight file of `dst` that holds it by `change(tensor)`."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
     files = sorted(dst.glob("*.safetensors"))
     hit = None
     for f in files:
@@ -57,11 +56,14 @@ def _rewrite(dst: Path, key: str, change) -> None:
 
 def d2t_as_absolute(src: Path, dst: Path) -> None:
     """Store `offset - arange` in place of the d2t offsets."""
+    import torch
     _rewrite(dst, "d2t", lambda d2t: d2t - torch.arange(d2t.numel(), dtype=d2t.dtype))
 
 
 def random_embedding(src: Path, dst: Path) -> None:
     """Store a random embed_tokens of the trained one's scale (seeded)."""
+    import torch
+
     def change(e):
         g = torch.Generator().manual_seed(0)
         return (torch.randn(e.shape, generator=g) * e.float().std()).to(e.dtype)

@@ -2,7 +2,7 @@
 and what trainers leave in a file that is not drafter state (docs/formats.md).
 
 Pure tables and checks over key names and DrafterConfig fields: knows nothing about reading or
-writing files (checkpoints.py does that and asks this module what is lost or ignored).
+writing files (save.py and convert.py do that and ask this module what is lost or ignored).
 """
 from __future__ import annotations
 

@@ -62,13 +62,20 @@ def _target_parts(target):
 
 def load_drafter(path, target=None, *, dtype=None, device=None,
                  feedback: str = FEEDBACK_SERVING) -> Eagle3Drafter:
-    """Load a drafter in any format, strictly. `dtype` None keeps the checkpoint's dtype (that of
-    `fc.weight`; other floating tensors are cast to it), memory-mapped where nothing is cast; pass
-    `dtype=torch.float32` for float32 arithmetic (what the CPU loops choose). `target` (path or
-    model) supplies `embed_tokens` when the checkpoint has none and is checked against the
-    drafter. `feedback` is the state fed back across draft steps (drafter.py: "serving" as
-    SGLang/vLLM, or "pre-norm" as SpecForge trains). Known-harmless extras (frozen-target
-    buffers, optimizer leftovers) are dropped with a CheckpointWarning naming them. Raises CheckpointError listing every problem."""
+    """Load a drafter in any format, strictly. `target` (path or model) supplies `embed_tokens`
+    when the checkpoint has none and is checked against the drafter. dtype and device: asked for
+    (`dtype=`, `device=`), else those of a *loaded* target model (so the drafter takes the
+    target's captured states as they come: an fp32 target gets an fp32 drafter even from a bf16
+    file), else the checkpoint's dtype (that of `fc.weight`; other floating tensors are cast to
+    it) on the CPU, memory-mapped where nothing is cast (a target given as a path is never
+    loaded, so it decides nothing). `feedback` is the state fed back across draft steps
+    (model/drafter.py: "serving" as SGLang/vLLM, or "pre-norm" as SpecForge trains). Known-harmless
+    extras (frozen-target buffers, optimizer leftovers) are dropped with a CheckpointWarning
+    naming them. Raises CheckpointError listing every problem."""
+    if isinstance(target, torch.nn.Module):       # follow the loaded target, unless asked
+        w = target.get_input_embeddings().weight
+        dtype = dtype or (w.dtype if w.is_floating_point() else None)
+        device = device or w.device
     model = load_with_report(path, target, dtype, device)[0]
     model.set_feedback(feedback)
     return model

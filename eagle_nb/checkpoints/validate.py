@@ -7,7 +7,7 @@ when there is one. Codes: d2t-missing, d2t-dtype, d2t-shape, d2t-absolute, d2t-i
 d2t-all-zero, t2d-missing, t2d-dtype, t2d-shape, t2d-count, t2d-disagrees (vocabulary maps);
 non-finite, shape, fc-width (tensors); target-vocab, target-hidden, embed-shape, aux-ids-range
 (against the target); keys, ignored-keys, train-serve, embed-missing (inspect.py, load.py).
-Knows nothing about file formats; checkpoints.py feeds it a renamed state dict and a DrafterConfig.
+Knows nothing about file formats; inspect.py feeds it a renamed state dict and a DrafterConfig.
 """
 from __future__ import annotations
 

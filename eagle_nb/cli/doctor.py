@@ -9,8 +9,7 @@ from eagle_nb.cli import options
 
 def add_parser(sub):
     p = options.command(
-        sub, "doctor", help="diagnose a drafter (and what the engine reported) against the fault "
-                            "catalogue; exit 0 when healthy, 1 otherwise",
+        sub, "doctor", help="diagnose a drafter (and what the engine reported)",
         description="diagnose a drafter checkpoint, and what a serving engine reported, against the\n"
                     "fault catalogue; exit 0 when healthy, 1 otherwise",
         examples="""\

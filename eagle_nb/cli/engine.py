@@ -13,7 +13,7 @@ from eagle_nb.cli import options
 def add_parser(sub):
     """Register `engine compare` and `engine log` on the top-level subparsers."""
     eng = options.command(
-        sub, "engine", help="compare with a real engine (vLLM, llama.cpp), read engine logs",
+        sub, "engine", help="compare with a real engine (vLLM, llama.cpp), read its logs",
         description="compare the kit's reference loop with a real engine (vLLM, llama.cpp), read engine logs",
         examples="""\
             eagle-nb engine compare --depth 4 --max-new-tokens 64

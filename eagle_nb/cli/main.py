@@ -1,8 +1,12 @@
 """`eagle-nb` (or `python -m eagle_nb`): the dispatcher. Each command is a module of this package
 (capture, inspect, convert, speculate, profile, tune, record, report, engine, doctor) with
 `add_parser(subparsers)`, which writes its options and their help, and `run(args) -> exit status`.
-Options several commands share, and the help formatter, are in `cli/options.py`. No algorithm
-lives here.
+Options several commands share, the help formatter and the parser that suggests close matches are
+in `cli/options.py`.
+
+Every argument is parsed and checked before a command runs, and no command module imports torch
+or transformers at the top: a bad flag is refused in a fraction of a second
+(tests/cli/test_cli_fast.py). No algorithm lives here.
 """
 from __future__ import annotations
 
@@ -29,19 +33,18 @@ COMMANDS = (capture, inspect, convert, speculate, profile, tune, record, report,
 DESCRIPTION = """\
 eagle-nb: find out why an EAGLE-3 drafter accepts almost nothing in serving.
 
-Captures the target's hidden states, inspects and converts drafter checkpoints between the EAGLE,
-SGLang/SpecForge and vLLM/speculators formats, runs the draft-verify-accept loop with every
-acceptance metric the engines print (healthy, or with a named fault switched on), and renders
-the investigation notebooks as HTML reports. Without paths, every command uses the small trained
-target and drafter shipped in data/. Nothing is downloaded; quiet unless --verbose."""
+The commands below, one line each. Without paths, a command uses the target and drafter shipped
+with the kit. Nothing is downloaded; quiet unless --verbose."""
 
 EPILOG = """\
 examples:
+  eagle-nb doctor --drafter /models/drafter --target /models/target --observed sglang.log
+  eagle-nb inspect /models/drafter --target /models/target
+  eagle-nb convert /models/drafter /tmp/d --to sglang
   eagle-nb capture --prompt "def f(x):" --layers eagle3
-  eagle-nb inspect data/drafter_speculators
-  eagle-nb convert data/drafter_speculators /tmp/d --to sglang
-  eagle-nb speculate --prompts data/eval_prompts.jsonl --depth 4
-  eagle-nb speculate --prompts data/eval_prompts.jsonl --ablate fc-bypass
+  eagle-nb speculate --prompt "def f(x):" --depth 4 --ablate fc-bypass
+  eagle-nb record --prompt "def f(x):" --out /tmp/rec --layers all --final-hidden
+  eagle-nb engine log vllm.log
   eagle-nb report --out reports
 
 Run `eagle-nb COMMAND --help` for a command's options."""
@@ -49,8 +52,8 @@ Run `eagle-nb COMMAND --help` for a command's options."""
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole `eagle-nb` parser: each command module adds its own subcommand."""
-    ap = argparse.ArgumentParser(prog="eagle-nb", description=DESCRIPTION, epilog=EPILOG,
-                                 formatter_class=options.Formatter)
+    ap = options.Parser(prog="eagle-nb", description=DESCRIPTION, epilog=EPILOG,
+                        formatter_class=lambda prog: options.Formatter(prog, max_help_position=16))
     sub = ap.add_subparsers(dest="cmd", required=True)
     for module in COMMANDS:
         p = module.add_parser(sub)
@@ -71,7 +74,9 @@ def quiet() -> None:
 
 
 def main(argv=None) -> None:
-    a = build_parser().parse_args(argv)
+    a, extra = build_parser().parse_known_args(argv)
+    if extra:
+        a.command_parser.unrecognized(extra)
     if not a.verbose:
         quiet()
     try:

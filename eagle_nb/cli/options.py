@@ -4,12 +4,16 @@ written once here, with its help beside it), and the small checks of their value
 A command module (`cli/capture.py`, ...) calls `command(...)` for its parser and these adders for
 the shared options; options of its own it adds itself, help beside them. Defaults are shown by the
 formatter (argparse's ArgumentDefaultsHelpFormatter, without 'None' and 'False'). Fault names for
-`--ablate` come from the registry (`experiment.faults.FAULTS`) when the parser is built.
-Knows argparse; runs no model.
+`--ablate` come from the registry (`experiment.faults.FAULTS`, which loads without torch) when the
+parser is built. Every flag is checked here, at parse time, before a command imports torch or
+transformers: a misspelt name (command, option, choice, fault) is refused with the closest known
+one. Knows argparse; runs no model.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import textwrap
 
 CONVENTIONS = ["hf", "vllm", "speculators", "eagle", "sglang", "sglang-config", "specforge"]
@@ -31,12 +35,42 @@ class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsH
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
+def did_you_mean(value: str, known) -> str:
+    """'; did you mean 'x'?' for the closest of `known` to `value`, or ''."""
+    close = difflib.get_close_matches(str(value), [str(k) for k in known], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, with the closest known name suggested for a misspelt choice (a command,
+    a format, an engine) or option (`unrecognized`)."""
+
+    def _check_value(self, action, value):
+        if action.choices is not None and value not in action.choices:
+            known = list(action.choices)
+            is_command = isinstance(action.choices, dict)      # the subcommands: {name: parser}
+            raise argparse.ArgumentError(
+                None if is_command else action,
+                f"{'unknown command' if is_command else 'invalid choice:'} {value!r}"
+                f"{did_you_mean(value, known)} (choose from {', '.join(map(str, known))})")
+
+    def unrecognized(self, extra: list[str]):
+        """Exit with a usage error naming the arguments this parser does not know."""
+        flags = [x.split("=")[0] for x in extra if x.startswith("-")]
+        known = re.findall(r"(?<![\w-])--?\w[\w-]*", self.format_usage())    # every option is in it
+        hint = did_you_mean(flags[0], known) if flags else ""
+        self.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+
+
 def command(sub, name: str, help: str, description: str, examples: str) -> argparse.ArgumentParser:
     """A command's parser: its one-line `help` (the top-level list), `description` and `examples`
-    (its own --help) and the kit's formatter."""
+    (its own --help) and the kit's formatter. It remembers itself (`a.command_parser`), so that an
+    argument it does not know is refused with its own usage."""
     epilog = "examples:\n" + textwrap.indent(textwrap.dedent(examples).strip(), "  ")
-    return sub.add_parser(name, help=help, description=description, epilog=epilog,
-                          formatter_class=Formatter)
+    p = sub.add_parser(name, help=help, description=description, epilog=epilog,
+                       formatter_class=Formatter)
+    p.set_defaults(command_parser=p)
+    return p
 
 
 # -- options several commands take -----------------------------------------------------------------
@@ -79,7 +113,7 @@ def prompt_list(a) -> list:
 
 
 def layers(p, default: str | None = "eagle3") -> None:
-    p.add_argument("--layers", default=default,
+    p.add_argument("--layers", default=default, type=layer_spec,
                    help="which layers: 'eagle3' (low, mid, high), 'all', or comma-separated ids"
                         + ("" if default else " (default: eagle3)"))
     p.add_argument("--convention", default="hf", choices=CONVENTIONS,
@@ -112,7 +146,7 @@ def seed(p) -> None:
 def ablate(p, what: str) -> None:
     """--ablate NAME (repeatable): `what` it does in this command, then every registered fault."""
     from eagle_nb.experiment.faults import FAULTS
-    p.add_argument("--ablate", action="append", default=[], metavar="NAME",
+    p.add_argument("--ablate", action="append", default=[], metavar="NAME", type=fault_name,
                    help=f"{what} (repeatable); one of: {', '.join(f.name for f in FAULTS)}")
 
 
@@ -126,6 +160,32 @@ def json_output(p) -> None:
 
 
 # -- checks of option values -----------------------------------------------------------------------
+def fault_name(name: str) -> str:
+    """A switchable fault's name (argparse `type`: checked while parsing)."""
+    from eagle_nb.experiment.faults import FAULTS
+    known = [f.name for f in FAULTS]
+    if name not in known:
+        raise argparse.ArgumentTypeError(f"unknown fault {name!r}{did_you_mean(name, known)} "
+                                         f"(known: {', '.join(known)})")
+    return name
+
+
+LAYER_WORDS = ("eagle3", "all")
+
+
+def layer_spec(spec: str) -> str:
+    """--layers: 'eagle3', 'all' or comma-separated integers (argparse `type`: the spelling is
+    checked while parsing; the ids against the target once it is known, `layer_ids`)."""
+    if spec in LAYER_WORDS:
+        return spec
+    try:
+        [int(x) for x in spec.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'eagle3', 'all' or comma-separated integers, got "
+                                         f"{spec!r}{did_you_mean(spec, LAYER_WORDS)}") from None
+    return spec
+
+
 def layer_ids(spec: str, convention: str, num_layers: int) -> list[int]:
     """HF layer ids from --layers ('eagle3', 'all' or ids written in --convention)."""
     from eagle_nb.model.layers import eagle3_layers, to_hf

@@ -10,7 +10,7 @@ from eagle_nb.cli.record_engine import cmd_record_engine, layer_ids
 
 def add_parser(sub):
     p = options.command(
-        sub, "record", help="record the target's greedy continuations and aux states",
+        sub, "record", help="record the target's greedy tokens and aux states",
         description="record the target's greedy continuations and the hidden states EAGLE-3\n"
                     "captures, for `eagle-nb speculate --features` to replay without the target",
         examples="""\

@@ -26,11 +26,14 @@ def add_parser(sub):
 
 
 def run(a) -> int:
-    from eagle_nb.report.build import build_reports
-    from eagle_nb.report.params import parse_param
+    from eagle_nb.report.execute import list_notebooks, resolve_params
+    from eagle_nb.report.params import check_params, parse_param
     params = dict(parse_param(p) for p in a.param)
     if a.jobs is not None and a.jobs < 1:
         raise ValueError(f"--jobs {a.jobs}: give 1 or more")
+    # names and values checked before the report machinery (matplotlib, torch) loads
+    check_params(resolve_params(params), list_notebooks(a.notebook or None))
+    from eagle_nb.report.build import build_reports
     index = build_reports(a.out, params=params, notebooks=a.notebook or None, verbose=a.verbose,
                           jobs=a.jobs)
     print(f"reports written; open {index}")

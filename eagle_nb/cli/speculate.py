@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import sys
 
-import torch
-
 from eagle_nb.cli import options
 
 
@@ -56,14 +54,15 @@ def add_parser(sub):
 def run(a) -> int:
     if a.features:
         return run_replay(a)
-    from eagle_nb.experiment.pair import run_prompts
     from eagle_nb.experiment.setting import Setting
-    from eagle_nb.model.targets import pick_device, resolve_target
-    # every flag is checked before a model is loaded (the same checks the API and notebooks use:
-    # Setting runs SpecConfig's checks, the fault names and SGLang's tree-shape rules)
+    # every flag is checked before torch loads, and so before a model is (the same checks the API
+    # and notebooks use: Setting runs SpecConfig's checks, the fault names and SGLang's tree-shape
+    # rules)
     Setting(faults=tuple(a.ablate), depth=a.depth, temperature=a.temperature,
             max_new_tokens=a.max_new_tokens, seed=a.seed, topk=a.topk,
             num_draft_tokens=a.num_draft_tokens, verify_rule=a.verify_rule)
+    from eagle_nb.experiment.pair import run_prompts
+    from eagle_nb.model.targets import pick_device, resolve_target
     pick_device(a.device)
     if a.target:
         resolve_target(a.target)
@@ -91,6 +90,8 @@ def run_replay(a) -> int:
                          "--verify-rule (sampling and trees need the live target)")
     if a.ablate:
         return run_recorded_faults(a)
+    import torch
+
     from eagle_nb.checkpoints.load import load_drafter
     from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
     from eagle_nb.loop.replay import replay

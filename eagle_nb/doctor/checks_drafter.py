@@ -2,9 +2,10 @@
 d2t / t2d, fc width, lm_head, config flags, weight dtype ranges. Each returns a `diagnosis.Check`
 naming the registry faults it is evidence for.
 
-The checkpoint-level facts come from `checkpoints.inspect_checkpoint` and the structured findings
-of `checkpoints.validate` (selected by their codes, never by their words); these checks add what
-the engines would do with them (docs/formats.md, docs/drafter.md). Knows nothing about speculation.
+The checkpoint-level facts come from `checkpoints.inspect.inspect_checkpoint` and the structured
+findings of `checkpoints.validate` (selected by their codes, never by their words); these checks
+add what the engines would do with them (docs/formats.md, docs/drafter.md). Knows nothing about
+speculation.
 """
 from __future__ import annotations
 

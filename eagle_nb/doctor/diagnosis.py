@@ -4,7 +4,7 @@
 `SCHEMA_VERSION`), documented here and pinned by tests: adding a field bumps the version.
 `Diagnosis.text()` is the human report (verdict, then one line per check with its evidence).
 
-Knows nothing about models, checkpoints or how the numbers were measured (doctor.py does that).
+Knows nothing about models, checkpoints or how the numbers were measured (run.py does that).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The doctor's static checks on a llama.cpp GGUF drafter: the GGUF reader's report
 (`checkpoints/gguf_read.py`) turned into `diagnosis.Check`s with the catalogue's fault names.
-llama.cpp reads layer ids in the HF convention and d2t as absolute ids (`gguf_format.py`), so
+llama.cpp reads layer ids in the HF convention and d2t as absolute ids (`checkpoints/gguf_format.py`), so
 offsets in d2t are the `d2t-absolute` fault and ids one off the EAGLE default point at
 `layer-ids+1` / `layer-ids-1`. The kit does not run a GGUF drafter in its reference loop: the
 doctor's dynamic part needs the HF checkpoint. Knows the report's fields only.

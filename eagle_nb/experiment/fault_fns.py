@@ -9,19 +9,16 @@ A crash text is what the engine prints. Where torch itself produces the message 
 inside `fc`, a vocabulary-size mismatch), the same torch operation runs on tensors of the pair's
 shapes and torch's own message is returned, so the text is torch's, not ours.
 
-Knows the drafter and capture APIs and the checkpoint loaders; runs no speculation.
+Knows the drafter and capture APIs and the checkpoint loaders; runs no speculation. Imports torch
+only when a fault is applied (the registry, and with it the CLI's check of fault names, loads
+without it); the torch modules that stand in for a broken part are in fault_modules.py.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
-from torch import nn
-
 from eagle_nb.experiment.wiring import Builds, NeedsTarget, NotApplicable, Wiring
-from eagle_nb.loop.chain import FEATURES_FINAL
-from eagle_nb.model.decoder import engine_style_layers
-from eagle_nb.model.drafter import FC_ENGINE_WIDTH_CHECK, RMSNorm, rope_inv_freq, variant
+from eagle_nb.model.config import FC_ENGINE_WIDTH_CHECK, FEATURES_FINAL
 
 
 # -- switchable faults: loader and target side ------------------------------------------------------
@@ -41,11 +38,13 @@ def engine_drafter(w: Wiring, b: Builds) -> Wiring:
 
 
 def d2t_absolute(w: Wiring, b: Builds) -> Wiring:
+    import torch
     d2t = w.d2t_in_use()
     return w.but(d2t=d2t - torch.arange(d2t.numel(), device=d2t.device))
 
 
 def d2t_identity(w: Wiring, b: Builds) -> Wiring:
+    import torch
     return w.but(d2t=torch.zeros_like(w.d2t_in_use()))
 
 
@@ -54,6 +53,9 @@ def final_hidden(w: Wiring, b: Builds) -> Wiring:
 
 
 def wrapper(w: Wiring, b: Builds) -> Wiring:
+    from torch import nn
+
+    from eagle_nb.model.decoder import engine_style_layers
     from eagle_nb.model.targets import make_wrapper
     if not isinstance(b.target, nn.Module):
         raise NeedsTarget("wrapper-capture rebuilds the target inside a multimodal wrapper: it needs "
@@ -93,6 +95,7 @@ def chat_template(w: Wiring, b: Builds) -> Wiring:
 # -- switchable faults: the drafter ----------------------------------------------------------------
 def with_config(d, **changes):
     """The drafter with its config fields changed (RoPE table rebuilt when RoPE changes)."""
+    from eagle_nb.model.drafter import rope_inv_freq
     cfg = replace(d.config, **changes)
     if "rope_theta" in changes or "rope_scaling" in changes:
         return d.variant(config=cfg, inv_freq=rope_inv_freq(cfg).to(d.inv_freq.device))
@@ -100,12 +103,14 @@ def with_config(d, **changes):
 
 
 def seeded(build, seed: int = 0):
+    import torch
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return build()
 
 
 def embed_random(w: Wiring, b: Builds) -> Wiring:
+    from torch import nn
     d = w.drafter
 
     def build():
@@ -118,6 +123,9 @@ def embed_random(w: Wiring, b: Builds) -> Wiring:
 
 
 def embed_target(w: Wiring, b: Builds) -> Wiring:
+    import torch
+    from torch import nn
+
     from eagle_nb.checkpoints.load import EMBED, target_embedding
     d = w.drafter
     t = target_embedding(b.target)[1].get(EMBED)   # a loaded model's, or read lazily from its directory
@@ -132,6 +140,7 @@ def embed_target(w: Wiring, b: Builds) -> Wiring:
 
 
 def lm_head_random(w: Wiring, b: Builds) -> Wiring:
+    from torch import nn
     d = w.drafter
 
     def build():
@@ -142,6 +151,7 @@ def lm_head_random(w: Wiring, b: Builds) -> Wiring:
 
 def flag(name: str, value: bool):
     def apply(w: Wiring, b: Builds) -> Wiring:
+        from eagle_nb.model.drafter import RMSNorm, variant
         d = w.drafter
         if getattr(d.config, name) == value:
             raise NotApplicable(f"{name} is already {value} in this drafter's config")
@@ -155,20 +165,8 @@ def flag(name: str, value: bool):
     return apply
 
 
-class NoResidualLayer(nn.Module):
-    """The decoder layer with its input residual missing from the output (an output norm that
-    returns `hidden` instead of `hidden + residual`)."""
-
-    def __init__(self, layer):
-        super().__init__()
-        self.layer = layer
-
-    def forward(self, e, g, *args, **kwargs):
-        residual = self.layer.hidden_norm(g) if self.layer.norm_before_residual else g
-        return self.layer(e, g, *args, **kwargs) - residual
-
-
 def residual_bug(w: Wiring, b: Builds) -> Wiring:
+    from eagle_nb.experiment.fault_modules import NoResidualLayer
     d = w.drafter
     return w.but(drafter=d.variant(midlayer=NoResidualLayer(d.midlayer)))
 
@@ -180,23 +178,8 @@ def rope_wrong(w: Wiring, b: Builds) -> Wiring:
                  note=f"draft rope_theta {d.config.rope_theta:g} replaced by {theta:g}")
 
 
-class HalfLinear(nn.Module):
-    """fc computed in float16 (inputs and weight cast), as an fp16 engine does: |x| > 65504
-    becomes inf."""
-
-    def __init__(self, fc: nn.Linear):
-        super().__init__()
-        self.inner = fc
-
-    @property
-    def weight(self):
-        return self.inner.weight
-
-    def forward(self, x):
-        return nn.functional.linear(x.half(), self.inner.weight.half()).to(x.dtype)
-
-
 def fp16_fc(w: Wiring, b: Builds) -> Wiring:
+    from eagle_nb.experiment.fault_modules import HalfLinear
     d = w.drafter
     return w.but(drafter=d.variant(fc=HalfLinear(d.fc)))
 
@@ -212,12 +195,15 @@ def torch_message(fn) -> str:
 
 def fc_width_text(*, tokens=7, fc_in=576, hidden=192, n_states=None, target_hidden=None, **_) -> str:
     """`n_states` captured states of width `target_hidden` meet an fc expecting `fc_in` inputs."""
+    import torch
+    from torch import nn
     width = (n_states if n_states is not None else 2) * (target_hidden or hidden)
     return torch_message(lambda: nn.functional.linear(torch.zeros(tokens, width),
                                                       torch.zeros(hidden, fc_in)))
 
 
 def vocab_short_text(*, draft_vocab=32000, distinct_tokens=6054, **_) -> str:
+    import torch
     return torch_message(lambda: torch.zeros(draft_vocab) + torch.zeros(distinct_tokens))
 
 

@@ -5,7 +5,7 @@ Greedy chain settings (T = 0, no reference check) are computed by one pass over 
 (onepass_runs.py); sampling, trees and reference checks by the live loop. Each result says which
 (`RunResult.computed_by`). A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
 registry order; costly fault objects are built once per pair by `faults.Builds`) and hands its
-fields to `speculate.generate` as explicit arguments. Results are cached per (prompts, setting),
+fields to `loop.chain.generate` as explicit arguments. Results are cached per (prompts, setting),
 so panels redraw without recomputing. Knows nothing about plotting or HTML.
 """
 from __future__ import annotations
@@ -114,7 +114,7 @@ class Pair:
         """Speculate over `prompts` under `setting` (or `Setting(**fields)`, e.g. `depth=4,
         faults=("fc-bypass",)`). With `check_reference`, greedy runs are also decoded target-only
         and compared token for token. A prompt that does not fit the target's context is refused
-        before decoding unless `truncate_prompt` (limits.py)."""
+        before decoding unless `truncate_prompt` (model/limits.py)."""
         if setting is None:
             setting = Setting(**fields)
         elif fields:

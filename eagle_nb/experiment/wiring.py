@@ -7,17 +7,18 @@ wrapped. The healthy wiring comes from the pair (pair.py); each switchable fault
 arguments. `Builds` memoises the costly objects a fault needs (the multimodal wrapper, the
 engine-style drafter), once per pair.
 
-Knows the loop's feature modes and the drafter's fc policies; runs no model.
+Knows the loop's feature modes and the drafter's fc policies; runs no model and imports no torch
+(the CLI checks fault names through the registry before torch loads).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
+from eagle_nb.model.config import FC_STRICT, FEATURES_AUX
 
-from eagle_nb.loop.chain import FEATURES_AUX
-from eagle_nb.model.drafter import FC_STRICT
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ before it is read into memory. Every error is a `UserFileError` naming the file 
 Writing a directory (`check_destination`, `AtomicDir`) never destroys what the user did not ask
 to replace: a non-empty destination needs an explicit force, the source can never be the
 destination, and the result appears by one rename, so an error mid-way leaves nothing half-written.
-Knows nothing about what the files mean (prompts.py, checkpoints.py do).
+Knows nothing about what the files mean (prompts.py, checkpoints/ do).
 """
 from __future__ import annotations
 

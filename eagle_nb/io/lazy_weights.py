@@ -106,7 +106,18 @@ class WeightFile:
                 raise self._bad(f"{k!r} {v['dtype']}{list(shape)} needs {nbytes} bytes at "
                                 f"{b}..{e}; the file has {self.size - base} data bytes")
             out[k] = Entry(dtype, shape, base + b, nbytes)
+        self._no_shared_bytes(out)
         return out
+
+    def _no_shared_bytes(self, entries: dict[str, Entry]) -> None:
+        """Two tensors whose byte ranges overlap would silently read each other's values; the
+        safetensors library refuses such a header ("invalid offset"), and so do we, naming both."""
+        spans = sorted((e.offset, e.offset + e.nbytes, k) for k, e in entries.items() if e.nbytes)
+        for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
+            if b1 < e0:
+                raise self._bad(f"tensors {k0!r} (file bytes {b0}..{e0}) and {k1!r} ({b1}..{e1}) "
+                                f"overlap: one would read the other's values (the "
+                                f"safetensors library refuses this header: invalid offset)")
 
     def _bin_entries(self) -> dict[str, Entry]:
         try:

@@ -8,6 +8,10 @@ One place for every path the package derives from its own location; nothing else
   trained for it (`data/drafter_eagle`, format A; `make install` writes its format-C copy);
 - the **code pair** (`CODE`): a 4.7M-parameter code model and its drafter, trained here, kept in
   `data/code_pair/` for the fast unit tests.
+
+A pair's measured fault catalogue is package data (`eagle_nb/doctor/catalogues/`, shipped in the
+wheel): the doctor ranks by it even where the repository is not, e.g. for a target that cannot run
+here, from an installed package.
 """
 from __future__ import annotations
 
@@ -15,7 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = PACKAGE_DIR.parent
+CATALOGUES = PACKAGE_DIR / "doctor" / "catalogues"
 DATA_DIR = REPO_ROOT / "data"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 # Set up by `make install`, never committed: $EAGLE_NB_CACHE or <repo>/.cache.
@@ -31,7 +37,7 @@ class PairFiles:
     drafter: Path                    # format A (SafeAILab EAGLE)
     drafter_speculators: Path        # format C (speculators), the same weights
     prompts: Path                    # evaluation prompts (JSON lines)
-    catalogue: Path                  # the fault catalogue measured on this pair
+    catalogue: Path                  # the fault catalogue measured on this pair (package data)
     drafter_metrics: Path            # what the kit's trainer wrote
     train_log: Path | None = None    # the trainer's log, in SafeAILab EAGLE's line format
 
@@ -41,7 +47,7 @@ REAL = PairFiles("SmolLM2-135M-Instruct + eagle_nb drafter",
                  drafter=DATA_DIR / "drafter_eagle",
                  drafter_speculators=CACHE_DIR / "drafter_speculators",
                  prompts=DATA_DIR / "eval_prompts.jsonl",
-                 catalogue=DATA_DIR / "fault_catalogue.json",
+                 catalogue=CATALOGUES / "smollm2.json",
                  drafter_metrics=DATA_DIR / "drafter_metrics.json",
                  train_log=DATA_DIR / "drafter_train.log")
 CODE_DIR = DATA_DIR / "code_pair"
@@ -50,7 +56,7 @@ CODE = PairFiles("code pair (4.7M-parameter code model)",
                  drafter=CODE_DIR / "drafter_eagle",
                  drafter_speculators=CODE_DIR / "drafter_speculators",
                  prompts=CODE_DIR / "eval_prompts.jsonl",
-                 catalogue=CODE_DIR / "fault_catalogue.json",
+                 catalogue=CATALOGUES / "code_pair.json",
                  drafter_metrics=CODE_DIR / "drafter_metrics.json")
 
 SHIPPED = CODE     # NOTE: becomes REAL once the real pair's drafter is trained (issue 28)

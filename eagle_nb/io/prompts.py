@@ -7,7 +7,7 @@ are kept by `read_prompt_rows`.
 
 Reading is safe (files.py): a regular file only (a FIFO never blocks), under a size cap, UTF-8
 with the file and line of a bad byte named. Each prompt must be a non-empty string. How long a
-prompt may be in tokens depends on the target and is checked by limits.py. Knows nothing about
+prompt may be in tokens depends on the target and is checked by model/limits.py. Knows nothing about
 tokenizers or models.
 """
 from __future__ import annotations

@@ -1,13 +1,18 @@
 """Writing a safetensors file tensor by tensor: the header first (names, dtypes, shapes known in
 advance), then each tensor's bytes as its producer yields them, so a checkpoint of any size is
 written holding one chunk at a time. The file is readable by `safetensors` and by io/lazy_weights.py.
-Knows nothing about formats.
+`write_torch_bin` writes the same plan as `torch.save` lays out a state_dict (one tensor in memory
+at a time). Knows nothing about formats.
 """
 from __future__ import annotations
 
+import collections
+import io
 import json
 import math
 import os
+import pickle
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -75,3 +80,50 @@ def write_safetensors(path, planned: list[Planned], metadata: dict | None = None
     os.umask(umask)
     os.chmod(path, 0o666 & ~umask)
     return path
+
+
+class _Storage:
+    def __init__(self, key: str, dtype: torch.dtype, numel: int):
+        self.key, self.dtype, self.numel = key, dtype, numel
+
+
+class _Tensor:
+    """Pickles as torch.save pickles a contiguous tensor of storage `s`."""
+
+    def __init__(self, s: _Storage, shape):
+        self.s, self.shape = s, tuple(shape)
+
+    def __reduce_ex__(self, proto):
+        stride = tuple(math.prod(self.shape[i + 1:]) for i in range(len(self.shape)))
+        return (torch._utils._rebuild_tensor_v2,
+                (self.s, 0, self.shape, stride, False, collections.OrderedDict()))
+
+
+STORAGES = {torch.bfloat16: torch.BFloat16Storage, torch.float16: torch.HalfStorage,
+            torch.float32: torch.FloatStorage, torch.int64: torch.LongStorage,
+            torch.bool: torch.BoolStorage}
+
+
+def write_torch_bin(path, planned: list[Planned]) -> Path:
+    """`planned` as `torch.save` writes a state_dict (zip: data.pkl, then one data/N record per
+    tensor), readable by `torch.load(weights_only=True)`; one tensor in memory at a time."""
+    fake = {p.name: _Tensor(_Storage(str(i), p.dtype, math.prod(p.shape)), p.shape)
+            for i, p in enumerate(planned)}
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            if isinstance(obj, _Storage):
+                return ("storage", STORAGES[obj.dtype], obj.key, "cpu", obj.numel)
+            return None
+    buf = io.BytesIO()
+    Pickler(buf, protocol=2).dump(collections.OrderedDict(fake))
+    w = torch._C.PyTorchFileWriter(str(path), True, 64)
+    for name, data in (("data.pkl", buf.getvalue()), (".format_version", "1"),
+                       (".storage_alignment", "64"), ("byteorder", sys.byteorder)):
+        w.write_record(name, data, len(data))
+    for p in planned:
+        t = torch.cat(list(p.chunks())).view(torch.uint8).numpy().tobytes()
+        w.write_record(f"data/{fake[p.name].s.key}", t, len(t))
+        del t
+    w.write_end_of_file()
+    return Path(path)

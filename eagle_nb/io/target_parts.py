@@ -8,7 +8,7 @@ with `torch.load(weights_only=True, mmap=True)`). Only tensor headers are read u
 asked for, and then only that tensor: a 1T-parameter target costs its embedding, never its layers.
 No tokenizer, no model class, no remote code.
 
-Knows nothing about drafters; checkpoints.py and the CLI ask it for shapes and tensors.
+Knows nothing about drafters; checkpoints/load.py and the CLI ask it for shapes and tensors.
 """
 from __future__ import annotations
 

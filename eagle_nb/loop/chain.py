@@ -23,17 +23,12 @@ from dataclasses import dataclass, field
 import torch
 
 from eagle_nb.model.capture import capture
-from eagle_nb.model.config import SpecConfig
-from eagle_nb.model.drafter import FC_STRICT
+from eagle_nb.model.config import (FC_STRICT, FEATURE_MODES, FEATURES_AUX, FEATURES_FINAL,
+                                   FEATURES_NONE, SpecConfig)
 from eagle_nb.model.kv_cache import hf_cache_len, hf_cache_rollback
 from eagle_nb.loop import verify_rules as VR
 from eagle_nb.loop.verify_rules import accept_greedy
 from eagle_nb.model.limits import as_input_ids, check_fits, context_length, text_config
-
-FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenated (n_aux*Ht)
-FEATURES_FINAL = "final-hidden"   # fault: the target hands over its final (post-norm) state (Ht)
-FEATURES_NONE = "none"            # target-only decoding: no features at all (greedy_reference)
-FEATURE_MODES = (FEATURES_AUX, FEATURES_FINAL, FEATURES_NONE)
 
 
 @dataclass
@@ -143,7 +138,7 @@ def generate(target, drafter, input_ids: torch.Tensor, depth: int = 4, max_new_t
     `verify_rule` (T > 0 only; verify_rules.py): argmax | sampled | strict. At T = 0 every rule is
     greedy verification, so the output is the target's greedy output under each.
     Parameters are checked by SpecConfig, and prompt + max_new_tokens + depth must fit the
-    target's context (limits.py) before anything decodes."""
+    target's context (model/limits.py) before anything decodes."""
     SpecConfig(depth=depth, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     VR.check_rule(verify_rule)
     input_ids = checked_ids(target, input_ids)

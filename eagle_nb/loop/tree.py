@@ -34,7 +34,7 @@ Commit: the target's HF cache keeps the prefix + root + accepted path (`hf_cache
 compaction of non-contiguous positions); the drafter's cache is rolled back to the prefix and the
 next extend rewrites the path with target features, as SGLang's draft-extend-after-verify does.
 A chain-shaped tree (topk = 1) takes the chain loop's exact path: causal verify, no masks, a
-contiguous keep (tests check token-for-token equality with `speculate.generate`).
+contiguous keep (tests check token-for-token equality with `chain.generate`).
 
 Works on any HF target whose attention takes a custom 4D float mask with explicit position ids
 (`sdpa` or `eager`) and whose cache is full-attention `DynamicLayer`s; `check_tree_target` says
@@ -167,7 +167,7 @@ def generate_tree(target, drafter, input_ids: torch.Tensor, num_steps: int = 4, 
                   feature_mode: str = FEATURES_AUX, layers_path=None, eos_token_id=None,
                   fc_policy: str = FC_STRICT, d2t: torch.Tensor | None = None):
     """Tree speculative decoding of one prompt (1, T0); target/feature arguments (features, fc
-    policy, d2t: what the loop is given) are those of `speculate.generate`, passed through.
+    policy, d2t: what the loop is given) are those of `chain.generate`, passed through.
     Returns (generated ids, SpecStats)."""
     SpecConfig(depth=num_steps, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
     input_ids = checked_ids(target, input_ids)

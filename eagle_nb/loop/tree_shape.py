@@ -1,12 +1,15 @@
 """The draft tree's shape: SGLang's rules for (num_steps, topk, num_draft_tokens), the tree as
-parent pointers, and its attention mask. Pure data; no model.
+parent pointers, and its attention mask. Pure data; no model. torch is imported by the masks only,
+so that `Setting` checks a tree shape before torch loads (the CLI's flags).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 TREE_ATTN = ("sdpa", "eager")
 
@@ -28,6 +31,7 @@ class DraftTree:
 
     def ancestor_mask(self) -> torch.Tensor:
         """(N, N) bool: node i may attend to node j iff j is i or an ancestor of i."""
+        import torch
         n = len(self.tokens)
         m = torch.eye(n, dtype=torch.bool)
         for i in range(1, n):
@@ -55,6 +59,7 @@ def resolve_num_draft_tokens(num_steps: int, topk: int, num_draft_tokens: int | 
 
 def tree_mask_4d(tree: DraftTree, n: int, dtype, device) -> torch.Tensor:
     """(1, 1, N, n+N) additive mask: 0 where a node may attend (prefix, ancestors, self)."""
+    import torch
     allowed = torch.cat([torch.ones(len(tree.tokens), n, dtype=torch.bool),
                          tree.ancestor_mask()], 1).to(device)
     return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(

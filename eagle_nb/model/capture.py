@@ -135,7 +135,14 @@ def capture(model: nn.Module, layer_ids, *, layers_path: str | None = None,
             record(k, _as_tensor(output, f"{path}.{k - 1} output"))
         return fn
 
-    handles = []
+    def not_empty(module, args, kwargs):
+        hs = args[0] if args else kwargs.get("hidden_states")
+        if isinstance(hs, torch.Tensor) and hs.numel() == 0:     # else torch fails deep inside the first attention, on a reshape
+            raise ValueError(f"capture: {store.model_class} was run on an empty input (hidden "
+                             f"states {tuple(hs.shape)} entering {path}.0): there is nothing to "
+                             f"capture; give at least one token")
+
+    handles = [layers[0].register_forward_pre_hook(not_empty, with_kwargs=True)]
     try:
         for k in ids:
             if k < L:

@@ -11,6 +11,17 @@ import numbers
 from dataclasses import asdict, dataclass, field
 
 
+# How the drafter treats its input (drafter.py `fuse`) and what the target hands over (loop/chain.py):
+# plain names, here so that the fault registry can name them without importing torch.
+FC_STRICT = "strict"
+FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # FAULT: skip fc when the input is already H wide
+FC_POLICIES = (FC_STRICT, FC_ENGINE_WIDTH_CHECK)
+FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenated (n_aux*Ht)
+FEATURES_FINAL = "final-hidden"   # fault: the target hands over its final (post-norm) state (Ht)
+FEATURES_NONE = "none"            # target-only decoding: no features at all (greedy_reference)
+FEATURE_MODES = (FEATURES_AUX, FEATURES_FINAL, FEATURES_NONE)
+
+
 class ConfigError(ValueError):
     """A checkpoint config is missing a field or holds an impossible value."""
 

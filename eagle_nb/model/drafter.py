@@ -22,13 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from eagle_nb.model.attention import Attention
-from eagle_nb.model.config import ConfigError, DrafterConfig
+from eagle_nb.model.config import (FC_ENGINE_WIDTH_CHECK, FC_POLICIES, FC_STRICT, ConfigError,
+                                   DrafterConfig)
 from eagle_nb.model.derived import derived, fused_weight
 from eagle_nb.model.kv_cache import KVCache
-
-FC_STRICT = "strict"
-FC_ENGINE_WIDTH_CHECK = "engine-width-check"  # FAULT: skip fc when the input is already H wide
-FC_POLICIES = (FC_STRICT, FC_ENGINE_WIDTH_CHECK)
 
 
 # The state fed back to the next draft step (docs/drafter.md). With norm_output
@@ -167,7 +164,7 @@ class Eagle3Drafter(nn.Module):
              positions: torch.Tensor | None = None, mask: torch.Tensor | None = None):
         """One draft-layer pass. input_ids (B, T) are the tokens t+1 paired with states g (B, T, H)
         of tokens t, written at cache slots start..start+T-1. Chain: slot == RoPE position, causal.
-        Tree drafts (tree.py) pass RoPE `positions` (T,) and a bool `mask` (T, start+T), True =
+        Tree drafts (loop/tree.py) pass RoPE `positions` (T,) and a bool `mask` (T, start+T), True =
         attend. Returns (draft logits (B, T, Vd), next state)."""
         T = input_ids.shape[1]
         if positions is None:

@@ -2,7 +2,7 @@
 
 Slot index == token position. Rejecting drafts is a position rewind (`rollback`), never a copy:
 stale slots are overwritten by the next write and hidden by the attention mask until then.
-Tree drafts (tree.py) write their frontier nodes into slots after the committed prefix and are
+Tree drafts (loop/tree.py) write their frontier nodes into slots after the committed prefix and are
 rolled back the same way. For the target's HF cache: length, rollback (`crop`) and, after a tree
 verify, `hf_cache_keep` (compaction of the accepted, non-contiguous path). Knows nothing about models.
 """

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from eagle_nb.io.paths import NOTEBOOKS_DIR as NOTEBOOK_DIR
 from eagle_nb.io.paths import REPO_ROOT
-from eagle_nb.report.index_page import write_index  # noqa: F401 - phase 4 lives there
 
 
 # -- phase 1: notebooks and parameters ---------------------------------------------------------------

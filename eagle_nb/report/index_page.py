@@ -1,6 +1,6 @@
 """The reports' `index.html`: the fault story on one page.
 
-From the rows `report.build_reports` collects per executed notebook (title, goal, status, time,
+From the rows `report.build.build_reports` collects per executed notebook (title, goal, status, time,
 recorded values, figures of cells tagged `index-figure`) it writes: the fault-cost figure with a
 table of τ per fault and depth whose cells link to that state of the precomputed panel (URL
 fragments such as `03_fc_bypass_ablation.html#fault=fc-bypass&depth=4`), then one row per notebook

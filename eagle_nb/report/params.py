@@ -4,7 +4,7 @@ Each notebook declares its parameters in the cell tagged `parameters` (plain ass
 parameter given to `eagle-nb report --param` or `build_reports(params=...)` must be declared by at
 least one of the notebooks being run (a misspelt name is refused with the closest known one), and
 its value is checked the way the CLI checks the same flag: depth / max_new_tokens / temperature /
-seed through `SpecConfig`, paths for existence, device and dtype by targets.py. Also refuses an
+seed through `SpecConfig`, paths for existence, device and dtype by model/targets.py. Also refuses an
 output directory that is a file or the source `notebooks/` folder. Knows nothing about executing.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Knows how to list, split (by file, deterministically), read and pack the files, and how to train the
 byte-level BPE tokenizer on the training split. It knows nothing about models; user prompt files
-are read by prompts.py.
+are read by io/prompts.py.
 
 The split is by file path (a hash), so evaluation prompts come from files the model never saw.
 """

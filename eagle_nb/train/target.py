@@ -5,7 +5,7 @@ Phases: (1) split the corpus by file, (2) train a byte-level BPE tokenizer on th
 unigram baseline, (6) save with `save_pretrained` (safetensors) plus the evaluation prompts, a
 held-out text sample for tests, and a metrics JSON that data/README.md quotes.
 
-Knows nothing about EAGLE; the drafter is trained in `train_drafter.py`.
+Knows nothing about EAGLE; the drafter is trained in `drafter.py`.
 """
 from __future__ import annotations
 

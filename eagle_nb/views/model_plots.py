@@ -1,8 +1,8 @@
 """Figures and tables of what a model and a checkpoint look like: captured hidden states and their
 layer ids (notebook 02), checkpoint configs, key names and the d2t vocabulary map (notebook 01).
 
-Inputs are `CapturedStates`, `validate.Report`s from `checkpoints.inspect_checkpoint` (which carry
-the ids as written and the original key names) and tensors; outputs are `Figure`s built without
+Inputs are `CapturedStates`, `validate.Report`s from `checkpoints.inspect.inspect_checkpoint`
+(which carry the ids as written and the original key names) and tensors; outputs are `Figure`s built without
 pyplot, in the kit's one convention (`views.palette`), and DataFrames. Draws only: reads no file,
 runs no model. Acceptance figures live in `views.acceptance`.
 """

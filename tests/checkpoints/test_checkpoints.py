@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.checkpoints.core (and the validation in eagle_nb.checkpoints.validate, and the `inspect` /
+"""Tests for eagle_nb.checkpoints (save, load, inspect, convert; and the validation in eagle_nb.checkpoints.validate, and the `inspect` /
 `convert` CLI): round trips through every public format, layer-id translation, safe unpickling,
 and one crafted bad checkpoint per validation error.
 
@@ -72,6 +72,24 @@ def test_round_trip_same_weights_same_logits(tmp_path, drafter, target, inputs, 
     loaded = load_drafter(path, target=target)
     assert loaded.config.aux_layer_ids == AUX_HF
     _assert_same(drafter, loaded, inputs)
+
+
+def test_a_loaded_target_decides_the_drafters_dtype_unless_one_is_asked(tmp_path, drafter, target):
+    """A bf16 file loaded beside an fp32 target *model* comes back fp32, so the target's captured
+    states feed it directly (it used to keep bf16 and fail inside torch on a dtype mismatch);
+    `dtype=` still wins, and a target given as a path (never loaded) keeps the file's dtype."""
+    from eagle_nb.model.capture import capture
+    path = save_drafter(drafter, tmp_path / "bf16", "eagle", dtype=torch.bfloat16)
+    d = load_drafter(path, target=target)
+    assert d.fc.weight.dtype == torch.float32 and d.embed_tokens.weight.dtype == torch.float32
+    ids = torch.tensor([[3, 5, 7, 9]])
+    with capture(target, AUX_HF) as states, torch.no_grad():
+        target(ids)
+        logits = d(ids, states.fused())[0]
+    assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
+    assert load_drafter(path, target=target, dtype=torch.bfloat16).fc.weight.dtype == torch.bfloat16
+    target.save_pretrained(tmp_path / "target")
+    assert load_drafter(path, target=tmp_path / "target").fc.weight.dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("fmt", ["eagle", "sglang", "speculators"])

@@ -1,5 +1,5 @@
 """Drafters with the configs, key names and file kinds of real public EAGLE-3 drafters (weights
-random, shapes divided by 64: tests/realsize_checkpoints.py), beside targets with real configs and
+random, shapes divided by 64: eagle_nb/checkpoints/real_shaped.py), beside targets with real configs and
 only an embedding and a head: each inspects clean, loads in its own dtype without copying, drafts,
 and converts losslessly wherever the destination can express it. Plus the config variants seen in
 those files (aux ids at the top level, an id equal to the layer count, draft vocabulary == full
@@ -10,11 +10,12 @@ import json
 
 import pytest
 import torch
-from realsize_checkpoints import CASES, build, peak_rss
 
 from eagle_nb.checkpoints.convert import convert
 from eagle_nb.checkpoints.inspect import inspect_checkpoint
 from eagle_nb.checkpoints.load import load_drafter
+from eagle_nb.checkpoints.real_shaped import CASES, build
+from eagle_nb.io.peak_memory import peak_rss_mib
 from eagle_nb.io.lazy_weights import open_weights
 from eagle_nb.io.target_parts import read_text_config
 from eagle_nb.io.weight_files import CheckpointError
@@ -22,11 +23,11 @@ from eagle_nb.io.weight_files import CheckpointError
 SCALE = 1 / 64
 # destination format -> None (lossless) or a phrase of the refusal
 CONVERSIONS = {
-    "llama8b": {"eagle": None, "sglang": None, "speculators": None},
-    "kimi25": {"sglang": None, "speculators": None},
-    "kimi2": {"sglang": None, "speculators": None},
-    "qwen235b": {"eagle": "num_aux=4", "sglang": "sliding_window=2048", "speculators": None},
-    "gptoss20b": {"eagle": r"head_dim=2 != hidden_size/num_attention_heads", "sglang": None,
+    "llama-3.1-8b": {"eagle": None, "sglang": None, "speculators": None},
+    "kimi-k2.5": {"sglang": None, "speculators": None},
+    "kimi-k2": {"sglang": None, "speculators": None},
+    "qwen3-235b": {"eagle": "num_aux=4", "sglang": "sliding_window=2048", "speculators": None},
+    "gpt-oss-20b": {"eagle": r"head_dim=2 != hidden_size/num_attention_heads", "sglang": None,
                   "speculators": None},
 }
 
@@ -65,12 +66,12 @@ def test_what_the_real_configs_declare(built):
     Qwen3-235B: four ids, the last equal to the target's 94 layers, a 2048-token window;
     gpt-oss: attention width 64 x 2 != hidden 64; SafeAILab: ids implied by the target."""
     cfg = {c: load_drafter(*built[c]).config for c in CASES}
-    assert cfg["kimi25"].aux_layer_ids == cfg["kimi2"].aux_layer_ids == [3, 31, 59]
-    assert cfg["qwen235b"].aux_layer_ids == [1, 46, 90, 94] and cfg["qwen235b"].sliding_window == 2048
-    assert read_text_config(built["qwen235b"][1]).num_hidden_layers == 94
-    g = cfg["gptoss20b"]
+    assert cfg["kimi-k2.5"].aux_layer_ids == cfg["kimi-k2"].aux_layer_ids == [3, 31, 59]
+    assert cfg["qwen3-235b"].aux_layer_ids == [1, 46, 90, 94] and cfg["qwen3-235b"].sliding_window == 2048
+    assert read_text_config(built["qwen3-235b"][1]).num_hidden_layers == 94
+    g = cfg["gpt-oss-20b"]
     assert g.head_dim * g.num_attention_heads != g.hidden_size
-    rep, _ = inspect_checkpoint(built["llama8b"][0], read_text_config(built["llama8b"][1]))
+    rep, _ = inspect_checkpoint(built["llama-3.1-8b"][0], read_text_config(built["llama-3.1-8b"][1]))
     assert rep.notes["aux_layer_ids_implied"] == [2, 16, 29] and rep.notes["weights_file"] == "pytorch_model.bin"
 
 
@@ -93,13 +94,13 @@ def test_real_configs_convert_losslessly_or_are_refused(built, tmp_path, case, t
     if b.fc.weight.dtype == a.fc.weight.dtype:
         assert torch.equal(draft(a), draft(b))
     else:   # SafeAILab's config declares float16 for these bf16 weights: written as declared
-        assert b.fc.weight.dtype == torch.float16 and case == "llama8b"
+        assert b.fc.weight.dtype == torch.float16 and case == "llama-3.1-8b"
         torch.testing.assert_close(draft(a).float(), draft(b).float(), rtol=0.02, atol=0.02)
 
 
 def test_crlf_config_text_reads_as_lf(tmp_path):
-    lf = build("kimi2", tmp_path / "lf", SCALE)[0]
-    crlf = build("kimi2", tmp_path / "crlf", SCALE, crlf=True)[0]
+    lf = build("kimi-k2", tmp_path / "lf", SCALE)[0]
+    crlf = build("kimi-k2", tmp_path / "crlf", SCALE, crlf=True)[0]
     assert b"\r\n" in (crlf / "config.json").read_bytes()
     assert inspect_checkpoint(crlf)[0].config == inspect_checkpoint(lf)[0].config
 
@@ -112,9 +113,9 @@ def test_format_b_ids_at_the_top_level_are_vllm_ids(tmp_path):
 
     def both(c):
         c["eagle_aux_hidden_state_layer_ids"] = [2, 30, 58]
-    d = build("kimi25", tmp_path / "top", SCALE, drafter_edit=top_only)[0]
+    d = build("kimi-k2.5", tmp_path / "top", SCALE, drafter_edit=top_only)[0]
     assert inspect_checkpoint(d)[0].config.aux_layer_ids == [2, 30, 58]
-    d = build("kimi25", tmp_path / "both", SCALE, drafter_edit=both)[0]
+    d = build("kimi-k2.5", tmp_path / "both", SCALE, drafter_edit=both)[0]
     rep, _ = inspect_checkpoint(d)
     assert rep.config.aux_layer_ids == [3, 31, 59]
     assert any("[2, 30, 58]" in w and "name different layers" in w for w in rep.warnings)
@@ -124,7 +125,7 @@ def test_draft_vocabulary_equal_to_the_full_vocabulary(tmp_path):
     """No d2t/t2d in the file: the identity, loaded and converted both ways."""
     def full(c):
         c["draft_vocab_size"] = c["vocab_size"]
-    D, T = build("gptoss20b", tmp_path / "src", SCALE, drafter_edit=full)
+    D, T = build("gpt-oss-20b", tmp_path / "src", SCALE, drafter_edit=full)
     assert not {"d2t", "t2d"} & set(open_weights(D))
     rep, _ = inspect_checkpoint(D)
     assert rep.ok and rep.d2t_verdict.startswith("absent (identity")
@@ -158,11 +159,11 @@ def test_quarter_kimi_memory_stays_bounded(tmp_path):
     largest tensor (that 140 MiB embedding: the issue's bound is largest tensor + 1 GiB), load by
     at most the drafter's file."""
     def peaks(root, scale):
-        D, T = build("kimi25", root, scale)
-        return D, (peak_rss(["-m", "eagle_nb", "inspect", str(D), "--target", str(T)]),
-                   peak_rss(["-m", "eagle_nb", "convert", str(D), str(root / "o"), "--to",
-                             "speculators", "--target", str(T)]),
-                   peak_rss(["-c", f"import eagle_nb; eagle_nb.load_drafter({str(D)!r}, target={str(T)!r})"]))
+        D, T = build("kimi-k2.5", root, scale)
+        return D, (peak_rss_mib(["-m", "eagle_nb", "inspect", str(D), "--target", str(T)]),
+                   peak_rss_mib(["-m", "eagle_nb", "convert", str(D), str(root / "o"), "--to",
+                                 "speculators", "--target", str(T)]),
+                   peak_rss_mib(["-c", f"import eagle_nb; eagle_nb.load_drafter({str(D)!r}, target={str(T)!r})"]))
     _, small = peaks(tmp_path / "small", SCALE)
     D, big = peaks(tmp_path / "big", 0.25)
     size = sum(f.stat().st_size for f in D.iterdir()) / 2**20

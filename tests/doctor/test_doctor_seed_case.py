@@ -14,9 +14,10 @@ import sys
 import pytest
 import torch
 
+from eagle_nb.checkpoints.real_shaped import published
+from eagle_nb.checkpoints.seed_case import build_seed_case
 from eagle_nb.doctor import preflight as P
 from eagle_nb.doctor.run import doctor
-from eagle_nb.doctor.seed_case import CONFIGS, build_seed_case
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.model.architectures import ARCHITECTURES, layers_on_meta, lookup, remote_code_reason
 
@@ -30,10 +31,6 @@ def no_target_load(monkeypatch):
         raise AssertionError("the doctor tried to load the target")
     monkeypatch.setattr("eagle_nb.model.targets.load_target", refuse)
     monkeypatch.setattr("eagle_nb.experiment.pair.load_target", refuse)
-
-
-def _config(name):
-    return json.loads((CONFIGS / name).read_text())
 
 
 @pytest.mark.parametrize("case", ["kimi-k2.5", "kimi-k2"])
@@ -55,7 +52,7 @@ def test_seed_case_names_the_serving_path_without_loading_the_target(tmp_path, c
     lay = d.check("target-layout")
     aux = d.hypotheses[0] if case == "kimi-k2.5" else next(h for h in d.hypotheses if h.fault == "fc-bypass")
     assert "print `forward_batch.spec_info.hidden_states.shape[-1]`" in aux.serving_check
-    assert "336 when the aux states arrive, 112 when fc is skipped" in aux.serving_check   # 3 x 7168 / 64
+    assert "384 when the aux states arrive, 128 when fc is skipped" in aux.serving_check   # 7168 / 64 -> 128 (step 64)
     if case == "kimi-k2.5":
         assert lay.status == "warn" and lay.faults == ["wrapper-capture"]
         assert d.verdict.cause == "wrapper-capture" == top[0] and d.verdict.confidence == "medium"
@@ -97,20 +94,20 @@ def test_preflight_shipped_target_can_run_and_real_configs_cannot():
     needs its own code (auto_map, model_type kimi_k2) and ~1.03T parameters."""
     pre = P.preflight(CODE_TARGET)
     assert pre.can_run and not pre.reasons
-    kimi = _config("moonshotai_Kimi-K2-Instruct.json")
+    kimi = published("kimi_k2_instruct.json")
     assert remote_code_reason(kimi) and "auto_map" in remote_code_reason(kimi)
-    assert remote_code_reason(_config("meta-llama_Llama-3.1-8B-Instruct.json")) is None
+    assert remote_code_reason(published("llama31_8b_instruct.json")) is None
     # published parameter counts: Kimi-K2-Instruct 1,026,470,731,056; Llama-3.1-8B 8.03B
     assert P.estimate_params(kimi) == pytest.approx(1_026_470_731_056, rel=0.01)
-    assert P.estimate_params(_config("meta-llama_Llama-3.1-8B-Instruct.json")) == pytest.approx(8.03e9, rel=0.01)
+    assert P.estimate_params(published("llama31_8b_instruct.json")) == pytest.approx(8.03e9, rel=0.01)
 
 
 def test_architecture_table_tells_text_decoders_from_wrappers():
     """The table places DeepSeek-V3 / Kimi-K2's layers at `model.layers` (text) and Kimi-K2.5's at
     `language_model.model.layers` (wrapper, with the SGLang release that passes its aux states);
     a class transformers ships but the table lacks is found on the meta device."""
-    assert lookup(_config("moonshotai_Kimi-K2-Instruct.json")).layers == "model.layers"
-    k25 = lookup(_config("moonshotai_Kimi-K2.5.json"))
+    assert lookup(published("kimi_k2_instruct.json")).layers == "model.layers"
+    k25 = lookup(published("kimi_k25.json"))
     assert k25.wrapper and k25.layers == "language_model.model.layers"
     assert any("0.5.10 (PR #19689)" in e for e in k25.engines)
     assert any("PR #13904" in e for e in ARCHITECTURES["Qwen2_5_VLForConditionalGeneration"].engines)

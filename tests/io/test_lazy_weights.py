@@ -84,3 +84,20 @@ def test_streamed_writer_round_trips_and_checks_its_producers(tmp_path):
     short = Planned("z", torch.float32, (4,), lambda: iter([torch.zeros(3)]))
     with pytest.raises(ValueError, match=r"z: producer gave 12 bytes, planned 16"):
         write_safetensors(tmp_path / "y.safetensors", [short])
+
+
+@pytest.mark.parametrize("second", [[0, 16], [8, 24]], ids=["same-range", "overlapping"])
+def test_tensors_sharing_bytes_are_refused_naming_both(tmp_path, second):
+    """A header that gives two tensors the same (or overlapping) bytes is refused, naming the file
+    and both tensors, as the safetensors library refuses it; read lazily, `norm.weight` would
+    otherwise silently return `midlayer.hidden_norm.weight`'s values."""
+    header = {"midlayer.hidden_norm.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+              "norm.weight": {"dtype": "F32", "shape": [4], "data_offsets": second}}
+    text = json.dumps(header).encode()
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(len(text).to_bytes(8, "little") + text + bytes(24))
+    with pytest.raises(Exception, match="invalid offset"):
+        load_file(str(f))                       # what the library says
+    with pytest.raises(CheckpointError, match=r"model.safetensors: corrupt or truncated: tensors "
+                       r"'midlayer.hidden_norm.weight' .* and 'norm.weight' .* overlap"):
+        open_weights(tmp_path)

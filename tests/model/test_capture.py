@@ -102,7 +102,7 @@ def test_hooks_removed_after_normal_exit():
     model = _tiny_llama()
     before = hook_count(model)
     with capture(model, eagle3_layers(L)):
-        assert hook_count(model) == before + 3
+        assert hook_count(model) == before + 3 + 1      # + the empty-input check on layer 0
         with torch.no_grad():
             model(input_ids=text_ids(model))
     assert hook_count(model) == before
@@ -114,12 +114,25 @@ def test_hooks_removed_after_exception():
     before = hook_count(model)
     with pytest.raises(RuntimeError, match="boom"):
         with capture(model, [0, 3, L]):
-            assert hook_count(model) == before + 3
+            assert hook_count(model) == before + 3 + 1
             raise RuntimeError("boom")
     assert hook_count(model) == before
 
 
 # ---------------------------------------------------------------- errors
+
+def test_an_empty_input_is_refused_by_name():
+    """A forward over zero tokens inside the block raises a ValueError that says the input is
+    empty (not torch's 'cannot reshape tensor of 0 elements' from inside the first attention),
+    and every hook is still removed."""
+    model = _tiny_llama()
+    before = hook_count(model)
+    with pytest.raises(ValueError, match=r"capture: LlamaForCausalLM was run on an empty input "
+                                         r"\(hidden states \(1, 0, 32\) .*at least one token"):
+        with capture(model, eagle3_layers(L)), torch.no_grad():
+            model(input_ids=torch.zeros(1, 0, dtype=torch.long))
+    assert hook_count(model) == before
+
 
 @pytest.mark.parametrize("bad", [[L + 1], [-1], [0, 2, L + 5]])
 def test_out_of_range_id_raises(bad):
