@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from eagle_nb.engines.endpoint import Counters
-from eagle_nb.engines.engine_run import ENGINES, run_on_engine, unavailable_reason
+from eagle_nb.engines import registry
+from eagle_nb.engines.engine_run import run_on_engine, unavailable_reason
+from eagle_nb.engines.metrics import Counters
 from eagle_nb.loop.metrics import (
     AcceptanceMetrics,
     acceptance_metrics,
@@ -43,7 +44,7 @@ def reference_run(pair, prompts, *, depth, max_new_tokens, temperature, seed, ab
 
 
 def metrics_from_counters(c: Counters, depth: int) -> AcceptanceMetrics:
-    """A counter delta (vLLM) -> the kit's AcceptanceMetrics, via the exact histogram."""
+    """A counter delta (vLLM's counter names) -> the kit's AcceptanceMetrics, via the exact histogram."""
     n = int(round(c.num_drafts))
     if n <= 0:
         raise ValueError("the engine counted no drafts in this run (speculation off, or no decode step)")
@@ -92,7 +93,7 @@ def agreement(ref_ids, eng_ids) -> dict:
 class Comparison:
     setting: dict
     reference: AcceptanceMetrics
-    engine: AcceptanceMetrics | None          # None when the engine gives no counters (SGLang)
+    engine: AcceptanceMetrics | None          # None when the engine gives no counters (gauges only)
     engine_counters: Counters
     agreement: dict
     tolerance: dict
@@ -187,9 +188,11 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             server_kw: dict | None = None, engine: str = "vllm") -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
-    running VllmServer / LlamaServer), `url` (a server someone else runs), or else an `engine`
-    server ("vllm", or "llama.cpp": HF directories converted to GGUF, GGUF files served as they
-    are) launched here for `target` + (`engine_drafter` or `drafter`) and stopped afterwards.
+    running server of the registry's, e.g. VllmServer / LlamaServer), `url` (a server someone else
+    runs), or else a server of `engine` (a registry name: "vllm"; "llama.cpp" converts HF
+    directories to GGUF and serves GGUF files as they are) launched here, in the entry's dtype, for
+    `target` + (`engine_drafter` or `drafter`, default the shipped drafter file the engine reads)
+    and stopped afterwards.
     `missing_engine="reference-only"` (notebooks): when no engine environment exists and no server
     or URL is given, return the reference side alone, verdict_kind "not-run" with the reason."""
     if missing_engine not in ("raise", "reference-only"):
@@ -197,13 +200,10 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     if engine_drafter is not None and (url is not None or server is not None):
         raise ValueError("engine_drafter applies to a server launched here; a running server or URL "
                          "already serves its own drafter")
-    engine = getattr(server, "engine", engine)          # a LlamaServer says what it is
+    engine = getattr(server, "engine", None) or engine    # a server says which engine it is
+    e = registry.entry(engine)
     from eagle_nb.experiment.pair import Pair, shipped_prompts
-    from eagle_nb.io.paths import (
-        SHIPPED_DRAFTER,
-        SHIPPED_DRAFTER_SPECULATORS,
-        SHIPPED_TARGET,
-    )
+    from eagle_nb.io.paths import SHIPPED, SHIPPED_TARGET
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
@@ -217,25 +217,24 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                                "engine_kind": engine},
                               ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
-    default = SHIPPED_DRAFTER if engine == "llama.cpp" else SHIPPED_DRAFTER_SPECULATORS
+    default = getattr(SHIPPED, e.shipped_drafter)
     run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                         url=url, server=server, target=target or SHIPPED_TARGET,
                         drafter=engine_drafter or drafter or default, depth=depth,
                         startup_timeout=startup_timeout, server_kw=server_kw)
     delta, out, log = run.counters, run.outputs, run.log
-    if engine == "llama.cpp" and temperature:
-        notes.append("llama.cpp accepts a draft token while it equals the target's sampled token "
-                     "(common_sampler_sample_and_accept_n), not by rejection sampling: at T > 0 its "
-                     "acceptance is not the reference loop's quantity")
+    if e.sampling_note and temperature:
+        notes.append(e.sampling_note)
     warns = [] if run.launched_here else [CONCURRENCY_WARNING]
     got = sum(len(o) for o in out if o is not None)
     if delta.generation_tokens and got and delta.generation_tokens > got:
         warns.append(f"the server generated {delta.generation_tokens:.0f} tokens between the scrapes, "
                      f"this run asked for {got}: other traffic is mixed into these counters")
-    eng = metrics_from_counters(delta, depth) if delta.engine in ENGINES else None
-    if delta.engine == "sglang":
-        notes.append("SGLang exposes gauges of its last log interval, not counters: "
-                     f"{delta.gauges}; read its decode log with `parse_log` for acceptance over time")
+    counted = delta.engine in registry.names() and registry.entry(delta.engine).counts
+    eng = metrics_from_counters(delta, depth) if counted else None
+    if delta.gauges:
+        notes.append(f"{delta.engine} exposes gauges of its last log interval, not counters: "
+                     f"{delta.gauges}; read its log with `parse_log` for acceptance over time")
     kind, verdict, tol = judge(ref, eng, temperature, tau_tol, pos_tol)
     for w in warns:
         warnings.warn(w, stacklevel=2)
