@@ -1,6 +1,6 @@
 """`eagle-nb inspect`: detect a drafter checkpoint's format and validate it (keys, shapes, layer ids,
-d2t), optionally against a target's config.json. Parses flags, calls `checkpoints.inspect`, prints;
-exit 0 valid, 1 problems found, 2 unreadable."""
+d2t), optionally against a target's config.json. Parses flags, calls the format registry
+(`checkpoints.registry.inspect`), prints; exit 0 valid, 1 problems found, 2 unreadable."""
 from __future__ import annotations
 
 import json
@@ -26,7 +26,7 @@ def add_parser(sub):
 
 
 def run(a) -> int:
-    from eagle_nb.checkpoints.inspect import inspect_checkpoint
+    from eagle_nb.checkpoints.registry import inspect
     from eagle_nb.io.weight_files import CheckpointError
     tcfg = None
     if a.target:
@@ -35,19 +35,10 @@ def run(a) -> int:
         )
         from eagle_nb.model.targets import resolve_target
         tcfg = read_text_config(resolve_target(a.target))
-    from eagle_nb.checkpoints.gguf_read import is_gguf
-    if is_gguf(a.path):
-        from eagle_nb.cli.gguf import cmd_inspect_gguf
-        return cmd_inspect_gguf(a, tcfg)
     try:
-        rep, _ = inspect_checkpoint(a.path, tcfg)
+        rep = inspect(a.path, tcfg)          # in the path's own format (checkpoints/registry.py)
     except CheckpointError as e:
         print(json.dumps({"path": a.path, "ok": False, "problems": [str(e)]}) if a.json else f"ERROR: {e}")
         return 2
-    d = rep.as_dict()
-    if a.json:
-        print(json.dumps(d, indent=2, default=str))
-    else:
-        for k, v in d.items():
-            print(f"{k:>22}: {v}")
+    print(json.dumps(rep.as_dict(), indent=2, default=str) if a.json else "\n".join(rep.lines()))
     return 0 if rep.ok else 1
