@@ -114,7 +114,8 @@ def test_prompts_by_text_or_record_name(recorded, recordings, prompts):
 def test_doctor_measures_from_a_recording(pair, recorded, prompts):
     """The doctor on a recorded pair measures the same profiles as on the loaded pair, names the
     faults it could not measure and why, and checks the fc range on the recorded states."""
-    from eagle_nb.doctor.run import fc_range_check, measure
+    from eagle_nb.doctor.measure import fc_range_check
+    from eagle_nb.doctor.measure import measure_faults as measure
     names = ["fc-bypass", "d2t-absolute", "layer-ids+1", "wrapper-capture"]
     live, _ = measure(pair, prompts, 4, NEW, faults=names, progress=False)
     rec, skipped = measure(recorded, prompts, 4, NEW, faults=names, progress=False)
