@@ -51,6 +51,9 @@ def add_parser(sub):
     options.seed(p)
     options.ablate(p, "switch on a named fault in the reference loop only: the kit's prediction "
                       "for a fault the engine's drafter has")
+    p.add_argument("--broken", default=None, metavar="FAULT",
+                   help="serve a copy of the drafter with this fault written the engine's way, and switch "
+                        "the same fault on in the reference loop (the engine's broken-drafter writer)")
     p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
     options.json_output(p)
     p = options.command(
@@ -81,7 +84,8 @@ def compare(a) -> int:
     try:
         res = run_compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
                           temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
-                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine)
+                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine,
+                          broken=a.broken)
     except EngineError as e:
         print(f"eagle-nb engine compare: error: {e}", file=sys.stderr)
         return 2

@@ -11,8 +11,8 @@ Names resolve lazily (as the package façade's do), so that reading the registry
 from importlib import import_module
 
 _EXPORTS = {
-    "Comparison": "compare", "compare": "compare", "metrics_from_counters": "compare",
-    "reference_run": "compare", "side_by_side": "compare",
+    "Comparison": "comparison", "compare": "comparison", "metrics_from_counters": "comparison",
+    "reference_run": "comparison", "side_by_side": "comparison",
     "Counters": "metrics", "parse_metrics": "metrics", "scrape": "metrics",
     "ParsedLog": "logs", "parse_log": "logs", "Observation": "observation", "observe": "observation",
     "Endpoint": "endpoint", "EngineError": "server", "engine_python": "server", "stop_all": "server",

@@ -71,6 +71,7 @@ def test_recording_index_names_the_engine_and_the_sorted_ids(recording):
     assert m["engine"]["version"] == installed_version() and m["source"].startswith("vLLM ")
     assert m["engine"]["final_greedy_agreement"] == 1.0
     assert len(recording) == 16 and m["dtype"] == "float32" and m["hidden_size"] == 192
+    assert m["target_dtype"] == m["engine"]["dtype"] == "float32"      # the server's dtype, written
 
 
 def test_engine_tokens_equal_the_kits_greedy_reference(pair, prompt_ids, recording):

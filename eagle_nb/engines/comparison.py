@@ -185,14 +185,16 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             server=None, engine_drafter=None, pair=None, n_prompts: int | None = None,
             tau_tol: float | None = None, pos_tol: float | None = None,
             startup_timeout: float = 900.0, missing_engine: str = "raise",
-            server_kw: dict | None = None, engine: str = "vllm") -> Comparison:
+            server_kw: dict | None = None, engine: str = "vllm", broken: str | None = None) -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
     running server of the registry's, e.g. VllmServer / LlamaServer), `url` (a server someone else
     runs), or else a server of `engine` (a registry name: "vllm"; "llama.cpp" converts HF
     directories to GGUF and serves GGUF files as they are) launched here, in the entry's dtype, for
     `target` + (`engine_drafter` or `drafter`, default the shipped drafter file the engine reads)
-    and stopped afterwards.
+    and stopped afterwards. `broken` (a fault name): the engine serves a copy of that drafter with the
+    fault written the engine's way (its entry's `write_broken`) and the reference loop switches the
+    same fault on.
     `missing_engine="reference-only"` (notebooks): when no engine environment exists and no server
     or URL is given, return the reference side alone, verdict_kind "not-run" with the reason."""
     if missing_engine not in ("raise", "reference-only"):
@@ -204,6 +206,11 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     e = registry.entry(engine)
     from eagle_nb.experiment.pair import Pair, shipped_prompts
     from eagle_nb.io.paths import SHIPPED, SHIPPED_TARGET
+    default = getattr(SHIPPED, e.shipped_drafter)       # the shipped drafter file this engine reads
+    if broken is not None:
+        engine_drafter = broken_copy(e, broken, engine_drafter or drafter or default, target or SHIPPED_TARGET,
+                                     launched=url is None and server is None)
+        ablations = tuple(ablations) + ((broken,) if broken not in ablations else ())
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
@@ -217,7 +224,6 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                                "engine_kind": engine},
                               ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
-    default = getattr(SHIPPED, e.shipped_drafter)
     run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                         url=url, server=server, target=target or SHIPPED_TARGET,
                         drafter=engine_drafter or drafter or default, depth=depth,
@@ -245,6 +251,18 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s}
     return Comparison(setting, ref, eng, delta, agreement(ref_ids, out), tol, kind, verdict, warns,
                       notes, log)
+
+
+def broken_copy(e, fault: str, src, target, launched: bool):
+    """A copy of drafter `src` with `fault` written the way engine `e` reads it (a temporary path)."""
+    import tempfile
+    from pathlib import Path
+    if not launched:
+        raise ValueError("broken= applies to a server launched here; a running server or URL serves its own drafter")
+    can = e.broken_faults() if e.broken_faults else ()
+    if fault not in can:
+        raise ValueError(f"{e.label} gets no broken drafter for {fault!r}; it can be shown: {list(can)}")
+    return e.write_broken(src, Path(tempfile.mkdtemp(prefix="eagle_nb_broken_")) / fault, fault, target)
 
 
 def side_by_side(comparisons: dict) -> pd.DataFrame:
