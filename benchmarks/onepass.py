@@ -9,7 +9,7 @@ Scenarios:
      done (target pass cached), and cold (target pass included); goal <= 1 s;
   2. every switchable fault x depths 1..8 x 16 prompts x 64 tokens; goal <= 15 s. The live loop
      is measured on the first N switches (default 3) and scaled to all, unless N >= all;
-  3. the doctor's measurement phase (`doctor.run.measure`, every fault, k = 4): by one pass at
+  3. the doctor's measurement phase (`doctor.measure.measure_faults`, every fault, k = 4): by one pass at
      its default workload (16 x 64), by the live loop at its old default (8 x 32); goal <= 10 s;
   4. the target pass for 16 prompts x (64 + 8) tokens with every layer kept: bytes and peak RSS;
   5. the same from a recording (`eagle-nb record --layers all --final-hidden`, the target not
@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-from eagle_nb.doctor import run as doctor_run
+from eagle_nb.doctor import measure as doctor_measure
+from eagle_nb.doctor import state as doctor_state
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.pair import Pair, shipped_prompts
 from eagle_nb.experiment.setting import grid
@@ -116,17 +117,17 @@ def main() -> None:
 
     # 3. the doctor's measurement phase (fresh pairs: nothing cached)
     pair = Pair()
-    n, new = doctor_run.workload(0.0, None, None)
+    n, new = doctor_state.workload(0.0, None, None)
     prompts = shipped_prompts(n)
     with Clock() as one:
-        doctor_run.measure(pair, prompts, 4, new, progress=False)
+        doctor_measure.measure_faults(pair, prompts, 4, new, progress=False)
     live = None
     if not a.skip_live:
         pair = Pair()
         pair.use_one_pass = False
-        ln, lnew = doctor_run.WORKLOAD["live loop"]
+        ln, lnew = doctor_state.WORKLOAD["live loop"]
         with Clock() as live:
-            doctor_run.measure(pair, shipped_prompts(ln), 4, lnew, progress=False)
+            doctor_measure.measure_faults(pair, shipped_prompts(ln), 4, lnew, progress=False)
     row("doctor measurement phase (k=4)", one, live, "<= 10 s",
         f"one pass at {len(prompts)} x {new}, live loop at its old default 8 x 32")
 

@@ -1,5 +1,6 @@
-"""Offline replay vs the live loop on the shipped pair: seconds per 1k generated tokens, side by
-side, and whether every accept count agrees. Also the one-off cost of recording.
+"""Computing from a recording (the one door, `RecordedPair`: one pass) vs the live loop on the
+shipped pair: seconds per 1k generated tokens, side by side, and whether every accept count agrees.
+Also the one-off cost of recording.
 
     python benchmarks/replay.py [--prompts 16] [--tokens 64] [--depths 1,4,8] [--threads 1]
 """
@@ -14,7 +15,8 @@ import torch
 from eagle_nb.model.layers import eagle3_layers
 from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.loop.recording import record
-from eagle_nb.loop.replay import replay
+from eagle_nb.experiment.recorded_pair import RecordedPair
+from eagle_nb.experiment.setting import Setting
 from eagle_nb.experiment.pair import shipped_prompts
 from eagle_nb.loop.chain import generate
 from eagle_nb.model.targets import load_target
@@ -48,11 +50,14 @@ def main() -> None:
             live = [generate(model, drafter, x, depth=k, max_new_tokens=a.tokens, layer_ids=layers,
                              eos_token_id=tok.eos_token_id)[1] for x in ids]
             live_s = time.perf_counter() - t0
-            res = replay(drafter, path, depth=k, progress=False)
+            t0 = time.perf_counter()
+            rp = RecordedPair(path, SHIPPED_DRAFTER, device="cpu")      # drafter in float32 on CPU
+            res = rp.run(rp.prompts(), Setting(depth=k, max_new_tokens=a.tokens), progress=False)
+            rep_s = time.perf_counter() - t0
             n = res.new_tokens
             same = all(s.accept_counts == t.accept_counts for s, t in zip(res.stats, live))
             print(f"| {k} | {res.metrics.accept_length:.2f} | {1000 * live_s / n:.2f} | "
-                  f"{1000 * res.seconds / n:.2f} | {live_s / res.seconds:.2f}x | {same} |")
+                  f"{1000 * rep_s / n:.2f} | {live_s / rep_s:.2f}x | {same} |")
 
 
 if __name__ == "__main__":

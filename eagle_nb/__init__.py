@@ -13,8 +13,8 @@ own subpackage or from one *above* it in this list, never below; `tests/test_lay
 | `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate; real-shaped cases |
 | `loop/`        | chain and tree speculation, acceptance metrics, recordings and replay, timings |
 | `experiment/`  | `Setting`, the fault registry, the loaded `Pair` (or `RecordedPair`), results and sweeps |
-| `doctor/`      | static checks, observations, ranking, the doctor, the fault catalogue |
-| `engines/`     | real engines behind a process boundary, their logs and metrics |
+| `engines/`     | the engine registry: real engines behind a process boundary, their logs, metrics, observations |
+| `doctor/`      | the doctor's phases: static checks, measurement, signatures, ranking, verdict; the catalogue |
 | `views/`       | every figure, table and panel (one palette) |
 | `report/`      | notebooks -> HTML reports |
 | `train/`       | rebuilding the shipped models |

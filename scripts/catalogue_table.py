@@ -43,7 +43,7 @@ def page(cat: dict, json_path: Path) -> str:
     lines += [
         "",
         "Each row is one registry entry (`eagle_nb/experiment/faults.py`) switched on with "
-        "`Setting(faults=(name,))`, or a crash-only fault (`eagle_nb/doctor/crashes.py`) reproduced "
+        "`Setting(faults=(name,))`, or a crash-only fault (`eagle_nb/engines/crashes.py`) reproduced "
         "as its error text. Cells: τ, then vLLM per-position acceptance. \"n/a\" faults need a pair "
         "that has what they drop. The last column names the doctor's static check that sees the "
         "fault (see [doctor.md](doctor.md)); public reports are in [faults.md](faults.md).",

@@ -147,3 +147,28 @@ def convert(src, dst, to: str, target=None, dtype=None, *, allow_lossy: bool = F
     if notes is not None:
         notes.append(note)
     return Path(dst)
+
+
+def conversion_lines(before, after, verbose: bool = False) -> list[str]:
+    """What a conversion changed, from the validation reports of source and destination: tensor
+    names (aligned on eagle_nb's own name), how the layer ids are written, the d2t verdict."""
+    src = {ours: key for key, (ours, _) in before.key_names.items() if ours}
+    dst = {ours: key for key, (ours, _) in after.key_names.items() if ours}
+    renamed = [(src[o], dst[o]) for o in sorted(src) if o in dst and src[o] != dst[o]]
+    lines = [f"format {before.format} -> {after.format}; {len(renamed)} of {len(dst)} tensors renamed"
+             + (":" if renamed else "")]
+    lines += [f"  {s} -> {d}" for s, d in (renamed if verbose else renamed[:6])]
+    if len(renamed) > 6 and not verbose:
+        lines.append(f"  ... and {len(renamed) - 6} more (--verbose lists all)")
+    missing = sorted(set(src) - set(dst))
+    if missing:
+        lines.append(f"  not written: {', '.join(missing)}")
+
+    def ids(rep):
+        w = rep.ids_as_written
+        return ("not written (EAGLE default)" if w is None else
+                f"{w['ids']} in eagle_config (output-of-layer ids)" if w["convention"] == "sglang-config"
+                else f"{w['ids']} at top level (HF ids)")
+    lines.append(f"layer ids: {ids(before)} -> {ids(after)}")
+    lines.append(f"d2t: {before.d2t_verdict} -> {after.d2t_verdict}")
+    return lines

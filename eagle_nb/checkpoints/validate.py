@@ -75,6 +75,10 @@ class Report:
             "problems": self.problems, "warnings": self.warnings, **self.notes,
         }
 
+    def lines(self) -> list[str]:
+        """The report as `eagle-nb inspect` prints it: one `field: value` line each."""
+        return [f"{k:>22}: {v}" for k, v in self.as_dict().items()]
+
 
 def check_d2t_t2d(d2t, t2d, cfg: DrafterConfig, rep: Report) -> None:
     """d2t: int64 offsets, target = i + d2t[i] in [0, V), unique; t2d: bool mask agreeing with it."""

@@ -1,6 +1,7 @@
-"""`eagle-nb convert`: write a drafter checkpoint in another format (EAGLE, SGLang/SpecForge,
-vLLM/speculators) and say what changed: tensor names, how the layer ids are written, the d2t
-verdict, what was decided about embed_tokens. Parses flags, calls `checkpoints.convert`, prints."""
+"""`eagle-nb convert`: write a drafter checkpoint in another format of the format registry
+(EAGLE, SGLang/SpecForge, vLLM/speculators, llama.cpp GGUF) and say what changed: tensor names,
+how the layer ids are written, the d2t verdict, what was decided about embed_tokens. Parses flags,
+calls the format entry's writer (`checkpoints.registry`), prints."""
 from __future__ import annotations
 
 from eagle_nb.cli import options
@@ -18,9 +19,9 @@ def add_parser(sub):
     p.add_argument("src", help="source drafter checkpoint directory (any format)")
     p.add_argument("dst", help="directory to write the converted checkpoint to (new or empty, see "
                                "--force; a file with --to gguf)")
-    p.add_argument("--to", required=True, choices=["eagle", "sglang", "speculators", "gguf"],
-                   help="format to write; gguf: a llama.cpp GGUF file (SRC may then also be a stock "
-                        "Llama target)")
+    from eagle_nb.checkpoints.registry import REGISTRY
+    p.add_argument("--to", required=True, choices=[f.name for f in REGISTRY],
+                   help="format to write: " + "; ".join(f"{f.name}: {f.what}" for f in REGISTRY))
     p.add_argument("--fault", default=None, choices=["layer-ids+1", "layer-ids-1", "d2t-absolute"],
                    help="with --to gguf: write a deliberately broken drafter, to show llama.cpp a "
                         "named fault")
@@ -39,44 +40,9 @@ def add_parser(sub):
 
 
 def run(a) -> int:
-    from eagle_nb.checkpoints.convert import convert
-    from eagle_nb.checkpoints.inspect import inspect_checkpoint
-    if a.to == "gguf":
-        from eagle_nb.cli.gguf import cmd_convert_gguf
-        return cmd_convert_gguf(a)
-    before, _ = inspect_checkpoint(a.src)
-    notes: list[str] = []
-    out = convert(a.src, a.dst, a.to, target=a.target, allow_lossy=a.allow_lossy, force=a.force,
-                  drop_embed=a.drop_embed, notes=notes)
-    after, _ = inspect_checkpoint(out)
-    print(f"wrote {a.to} checkpoint to {out}")
-    for line in conversion_lines(before, after, verbose=a.verbose):
+    from eagle_nb.checkpoints.registry import entry
+    out, lines = entry(a.to).write(a.src, a.dst, target=a.target, force=a.force, fault=a.fault,
+                                   allow_lossy=a.allow_lossy, drop_embed=a.drop_embed, verbose=a.verbose)
+    for line in lines:
         print(line)
-    for n in notes:
-        print(n)
     return 0
-
-
-def conversion_lines(before, after, verbose: bool = False) -> list[str]:
-    """What a conversion changed, from the validation reports of source and destination: tensor
-    names (aligned on eagle_nb's own name), how the layer ids are written, the d2t verdict."""
-    src = {ours: key for key, (ours, _) in before.key_names.items() if ours}
-    dst = {ours: key for key, (ours, _) in after.key_names.items() if ours}
-    renamed = [(src[o], dst[o]) for o in sorted(src) if o in dst and src[o] != dst[o]]
-    lines = [f"format {before.format} -> {after.format}; {len(renamed)} of {len(dst)} tensors renamed"
-             + (":" if renamed else "")]
-    lines += [f"  {s} -> {d}" for s, d in (renamed if verbose else renamed[:6])]
-    if len(renamed) > 6 and not verbose:
-        lines.append(f"  ... and {len(renamed) - 6} more (--verbose lists all)")
-    missing = sorted(set(src) - set(dst))
-    if missing:
-        lines.append(f"  not written: {', '.join(missing)}")
-
-    def ids(rep):
-        w = rep.ids_as_written
-        return ("not written (EAGLE default)" if w is None else
-                f"{w['ids']} in eagle_config (output-of-layer ids)" if w["convention"] == "sglang-config"
-                else f"{w['ids']} at top level (HF ids)")
-    lines.append(f"layer ids: {ids(before)} -> {ids(after)}")
-    lines.append(f"d2t: {before.d2t_verdict} -> {after.d2t_verdict}")
-    return lines

@@ -1,13 +1,15 @@
 """`eagle-nb doctor`: diagnose a drafter (and what an engine reported) against the fault catalogue:
 static checks of the checkpoint, then the reference loop's prediction for every fault, ranked by
-distance to the observation. Parses flags, calls `doctor.run.doctor`, prints the diagnosis;
-exit 0 when healthy, 1 otherwise."""
+distance to the observation. Parses flags, calls `doctor.run.doctor` (a corridor of named phases),
+prints the diagnosis; exit 0 when healthy, 1 otherwise."""
 from __future__ import annotations
 
 from eagle_nb.cli import options
 
 
 def add_parser(sub):
+    from eagle_nb.engines.registry import ENGINES
+    labels = ", ".join(e.label for e in ENGINES if e.log_mark)
     p = options.command(
         sub, "doctor", help="diagnose a drafter (and what the engine reported)",
         description="diagnose a drafter checkpoint, and what a serving engine reported, against the\n"
@@ -29,8 +31,8 @@ def add_parser(sub):
                    help="new tokens generated per prompt (default: 64 at T=0, 32 at T > 0)")
     options.temperature(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--observed", metavar="LOGFILE", help="a vLLM or SGLang log")
-    g.add_argument("--observed-url", metavar="URL", help="a vLLM/SGLang server (reads /metrics)")
+    g.add_argument("--observed", metavar="LOGFILE", help="an engine's log (" + labels + ")")
+    g.add_argument("--observed-url", metavar="URL", help="an engine's server (reads /metrics)")
     g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
     p.add_argument("--observed-per-position", metavar="A,B,...",
                    help="with --observed-tau: vLLM per-position acceptance rates")
@@ -51,6 +53,7 @@ def add_parser(sub):
 
 def run(a) -> int:
     from eagle_nb.doctor.run import doctor
+    from eagle_nb.experiment.faults import HEALTHY
     per = None
     if a.observed_per_position:
         try:
@@ -65,4 +68,4 @@ def run(a) -> int:
                features=a.features, trust_remote_code=a.trust_remote_code,
                train_log=a.train_log, train_acc=a.train_acc)
     print(d.to_json() if a.json else d.text())
-    return 0 if d.healthy else 1
+    return 0 if d.verdict.cause == HEALTHY else 1

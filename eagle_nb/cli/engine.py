@@ -1,6 +1,7 @@
 """`eagle-nb engine compare | log`: the same prompts through the kit's reference loop and a real
-engine (vLLM or llama.cpp), and acceptance over time from a vLLM, SGLang or llama-server log. Parses flags, calls
-`eagle_nb.engines`, prints a table or JSON."""
+engine of the registry (vLLM, llama.cpp), and acceptance over time from any registered engine's
+log (vLLM, SGLang, llama-server). Parses flags, calls `eagle_nb.engines`, prints a table or JSON.
+The engines offered are the registry's (`engines/registry.py`)."""
 from __future__ import annotations
 
 import json
@@ -12,25 +13,28 @@ from eagle_nb.cli import options
 
 def add_parser(sub):
     """Register `engine compare` and `engine log` on the top-level subparsers."""
+    from eagle_nb.engines.registry import ENGINES, names
+    runs = names(runs_here=True)
+    ran = ", ".join(e.label for e in ENGINES if e.runs_here)
     eng = options.command(
-        sub, "engine", help="compare with a real engine (vLLM, llama.cpp), read its logs",
-        description="compare the kit's reference loop with a real engine (vLLM, llama.cpp), read engine logs",
+        sub, "engine", help=f"compare with a real engine ({ran}), read engine logs",
+        description=f"compare the kit's reference loop with a real engine ({ran}), read engine logs",
         examples="""\
             eagle-nb engine compare --depth 4 --max-new-tokens 64
             eagle-nb engine compare --url http://localhost:8000 --ablate fc-bypass
             eagle-nb engine log vllm.log --json""")
     esub = eng.add_subparsers(dest="engine_cmd", required=True)
     p = options.command(
-        esub, "compare", help="same prompts through the reference loop and an engine (vLLM, llama.cpp)",
-        description="the same prompts through the kit's reference loop and a vLLM or llama.cpp engine (launched\n"
+        esub, "compare", help=f"same prompts through the reference loop and an engine ({ran})",
+        description=f"the same prompts through the kit's reference loop and an engine ({ran}; launched\n"
                     "here, or a running server with --url), metric by metric, with a verdict",
         examples="""\
             eagle-nb engine compare --depth 4
             eagle-nb engine compare --engine llama.cpp --depth 4
             eagle-nb engine compare --engine-drafter /tmp/broken --ablate fc-bypass --json""")
-    p.add_argument("--engine", default="vllm", choices=["vllm", "llama.cpp"],
-                   help="engine launched here (llama.cpp: llama-server from `make engine`, or "
-                        "$EAGLE_NB_LLAMA_SERVER; HF directories are converted to GGUF)")
+    p.add_argument("--engine", default=runs[0], choices=runs,
+                   help="engine launched here, in its entry's dtype (llama.cpp: llama-server from "
+                        "`make engine`, or $EAGLE_NB_LLAMA_SERVER; HF directories are converted to GGUF)")
     options.target(p)
     options.drafter(p)
     p.add_argument("--engine-drafter", default=None,
@@ -47,11 +51,16 @@ def add_parser(sub):
     options.seed(p)
     options.ablate(p, "switch on a named fault in the reference loop only: the kit's prediction "
                       "for a fault the engine's drafter has")
+    p.add_argument("--broken", default=None, metavar="FAULT",
+                   help="serve a copy of the drafter with this fault written the engine's way, and switch "
+                        "the same fault on in the reference loop (the engine's broken-drafter writer)")
     p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
     options.json_output(p)
     p = options.command(
-        esub, "log", help="acceptance over time from a vLLM, SGLang or llama-server log file",
-        description="acceptance over time from a vLLM, SGLang or llama-server log file; exit 1 when it holds\n"
+        esub, "log", help="acceptance over time from an engine's log file ("
+                          + ", ".join(e.label for e in ENGINES if e.log_mark) + ")",
+        description="acceptance over time from an engine's log file ("
+                    + ", ".join(e.label for e in ENGINES if e.log_mark) + "); exit 1 when it holds\n"
                     "no acceptance lines",
         examples="""\
             eagle-nb engine log vllm.log
@@ -75,7 +84,8 @@ def compare(a) -> int:
     try:
         res = run_compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
                           temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
-                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine)
+                          engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine,
+                          broken=a.broken)
     except EngineError as e:
         print(f"eagle-nb engine compare: error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """`eagle-nb inspect`: detect a drafter checkpoint's format and validate it (keys, shapes, layer ids,
 d2t), optionally against a target's config.json; with --prompts or --features, the draft
-vocabulary's coverage of a workload (experiment/workload.py). Parses flags, calls
-`checkpoints.inspect`, prints; exit 0 valid, 1 problems found, 2 unreadable."""
+vocabulary's coverage of a workload (experiment/workload.py). Parses flags, calls the format
+registry (`checkpoints.registry.inspect`), prints; exit 0 valid, 1 problems found, 2 unreadable."""
 from __future__ import annotations
 
 import json
@@ -59,7 +59,7 @@ def check_workload_args(a) -> list | None:
 
 def run(a) -> int:
     rows = check_workload_args(a)
-    from eagle_nb.checkpoints.inspect import inspect_checkpoint
+    from eagle_nb.checkpoints.registry import inspect, of_path
     from eagle_nb.io.weight_files import CheckpointError
     tcfg = None
     if a.target:
@@ -68,26 +68,26 @@ def run(a) -> int:
         )
         from eagle_nb.model.targets import resolve_target
         tcfg = read_text_config(resolve_target(a.target))
-    from eagle_nb.checkpoints.gguf_read import is_gguf
-    if is_gguf(a.path):
-        if rows is not None or a.features:
-            raise ValueError("--prompts/--features coverage reads a drafter directory; convert the "
-                             "GGUF first (eagle-nb gguf) or inspect it without them")
-        from eagle_nb.cli.gguf import cmd_inspect_gguf
-        return cmd_inspect_gguf(a, tcfg)
+    workload = rows is not None or bool(a.features)
     try:
-        rep, state = inspect_checkpoint(a.path, tcfg)
+        fmt = of_path(a.path)
+        if workload and not fmt.runs:
+            raise ValueError(f"--prompts/--features coverage reads a drafter directory, not a {fmt.name} "
+                             "file; convert it first or inspect it without them")
+        rep = inspect(a.path, tcfg)          # in the path's own format (checkpoints/registry.py)
     except CheckpointError as e:
         print(json.dumps({"path": a.path, "ok": False, "problems": [str(e)]}) if a.json else f"ERROR: {e}")
         return 2
-    d = rep.as_dict()
-    cov, decode = workload_coverage(a, rows, state, rep.config.vocab_size) \
-        if rows is not None or a.features else (None, None)
+    cov, decode = None, None
+    if workload:
+        from eagle_nb.checkpoints.inspect import inspect_checkpoint
+        _, state = inspect_checkpoint(a.path, tcfg)
+        cov, decode = workload_coverage(a, rows, state, rep.config.vocab_size)
     if a.json:
-        print(json.dumps({**d, **({"coverage": cov.as_dict()} if cov else {})}, indent=2, default=str))
+        print(json.dumps({**rep.as_dict(), **({"coverage": cov.as_dict()} if cov else {})},
+                         indent=2, default=str))
     else:
-        for k, v in d.items():
-            print(f"{k:>22}: {v}")
+        print("\n".join(rep.lines()))
         if cov:
             src = f"recording {a.features}" if a.features else f"greedy continuations of {a.prompts}"
             print(f"coverage of {src}:", *("  " + x for x in cov.report_lines(decode)), sep="\n")

@@ -109,7 +109,7 @@ def read_source(a):
                                    conditions={"responses_file": a.vllm_responses})
     if a.llama_log:
         from eagle_nb.io.files import PROMPTS_CAP, read_text
-        from eagle_nb.io.llama_logs import step_counts
+        from eagle_nb.engines.llama_cpp import step_counts
         text = read_text(a.llama_log, "llama-server log", PROMPTS_CAP)
         return E.profile_from_llama_steps(step_counts(text), conditions={"log": a.llama_log})
     return measure(a)

@@ -27,7 +27,9 @@ def add_parser(sub):
     options.device(p)
     p.add_argument("--device-map", default=None, help="passed to from_pretrained, e.g. auto")
     p.add_argument("--dtype", default=None,
-                   help="dtype to load the target in, e.g. bfloat16 or auto (default: from_pretrained's)")
+                   help="dtype to run the target in, e.g. float32, bfloat16 or auto (default: "
+                        "from_pretrained's here; with --engine, the engine entry's, float32 for vLLM: "
+                        "the kit's reference loop runs the target in float32); written into the recording")
     add_engine_args(p)
     return p
 
@@ -37,7 +39,7 @@ def run(a) -> int:
     from eagle_nb.model.decoder import num_decoder_layers
     from eagle_nb.model.limits import encode
     from eagle_nb.model.targets import load_target
-    if a.engine != "transformers" or a.url:
+    if a.engine is not None or a.url:
         return cmd_record_engine(a, options.layer_ids)
     model, tok = load_target(a.target, device=a.device, dtype=a.dtype, device_map=a.device_map)
     ids = layer_ids(a, num_decoder_layers(model, a.layers_path), options.layer_ids)

@@ -1,6 +1,7 @@
 """`eagle-nb speculate`: speculative decoding on the target (or a replay of a recording) with every
 acceptance metric the engines print, healthy or with named faults switched on, and the measured
-speedup. Parses flags, calls `experiment.pair.run_prompts` (or `loop.replay`), prints."""
+speedup. Parses flags, calls `experiment.pair.run_prompts` (or, with --features, the recorded
+pair), prints."""
 from __future__ import annotations
 
 import json
@@ -83,42 +84,20 @@ def run(a) -> int:
 
 
 def run_replay(a) -> int:
-    """`speculate --features RECORDING`: greedy speculation replayed against recorded states; with
-    --ablate, the faults measured on the recording (experiment/recorded_pair.py)."""
+    """`speculate --features RECORDING`: greedy speculation computed from the recording, healthy or
+    with --ablate faults, through the one door (`experiment.recorded_pair.RecordedPair`); a fault
+    the recording cannot answer is refused with the reason. Teacher-forced training files give
+    estimates, exact where --target's lm_head picks the dataset's tokens everywhere."""
     if a.temperature != 0 or a.topk != 1 or a.verify_rule:
         raise ValueError("--features replays greedy speculation only: drop --temperature/--topk/"
                          "--verify-rule (sampling and trees need the live target)")
-    if a.ablate:
-        return run_recorded_faults(a)
-    import torch
-
-    from eagle_nb.checkpoints.load import load_drafter
-    from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
-    from eagle_nb.loop.replay import replay
-    target = a.target or (SHIPPED_TARGET if a.drafter is None else None)   # embed_tokens, read lazily
-    cpu = a.device in (None, "cpu")     # half-precision matmuls on a CPU: slow and not the reference
-    drafter = load_drafter(a.drafter or SHIPPED_DRAFTER, target=target, device=a.device,
-                           dtype=torch.float32 if cpu else None)
-    if cpu:
-        print("drafter: run in float32 on the CPU (its checkpoint dtype is kept on an accelerator)",
-              file=sys.stderr)
-    from eagle_nb.loop.recording import Recording
-    rec, lm_head = Recording(a.features), None
-    if a.target and rec.teacher_forced:   # check the dataset text against the target's greedy choice
-        from eagle_nb.io.target_parts import TargetParts
-        lm_head = TargetParts(a.target).lm_head()
-    res = replay(drafter, rec, depth=a.depth, max_new_tokens=a.max_new_tokens, lm_head=lm_head)
-    print(json.dumps(res.summary(), indent=2) if a.json else res.report_text())
-    return 0
-
-
-def run_recorded_faults(a) -> int:
-    """`--features REC --ablate F`: the pair with the faults switched on, from the recording (the
-    target never loaded); a fault the recording cannot answer is refused with the reason."""
     from eagle_nb.experiment.recorded_pair import RecordedPair
     from eagle_nb.experiment.setting import Setting
     s = Setting(faults=tuple(a.ablate), depth=a.depth, max_new_tokens=a.max_new_tokens, seed=a.seed)
-    pair = RecordedPair(a.features, a.drafter, a.target, device=a.device)
+    pair = RecordedPair(a.features, a.drafter, a.target, device=a.device, check_greedy=bool(a.target))
+    if a.device in (None, "cpu"):
+        print("drafter: run in float32 on the CPU (its checkpoint dtype is kept on an accelerator)",
+              file=sys.stderr)
     why = pair.why_not(s)
     if why:
         raise ValueError(f"--ablate {' '.join(a.ablate)} on the recording {a.features}: {why}")

@@ -12,7 +12,7 @@ import argparse
 import json
 import time
 
-from eagle_nb.doctor import crashes
+from eagle_nb.engines import crashes
 from eagle_nb.doctor.measure import first_line, measure_profiles
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.faults import HEALTHY

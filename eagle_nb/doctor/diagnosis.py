@@ -4,7 +4,8 @@
 `SCHEMA_VERSION`), documented here and pinned by tests: adding a field bumps the version.
 `Diagnosis.text()` is the human report (verdict, then one line per check with its evidence).
 
-Knows nothing about models, checkpoints or how the numbers were measured (run.py does that).
+Knows nothing about models, checkpoints or how the numbers were measured (the phases of run.py
+do that).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from eagle_nb.experiment import faults as F
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATUSES = ("pass", "warn", "fail", "skip")
 
 # field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
@@ -58,6 +59,9 @@ SCHEMA = {
                 "'crash-only', or 'not measured' (static evidence only)",
         "serving_check": "what to check on the serving side (engine class, release, a shape to "
                          "print), or ''",
+        "ranked_by": "why the hypothesis is at its place in the list: its z-score, a passing check "
+                     "that rules it out, a check that points at it (serving path), its step in the "
+                     "engine's data flow, or what named it (version 4)",
     }],
     "probes": [{
         "name": "what was tried (e.g. 'layer ids +1', 'target embedding')",
@@ -108,6 +112,7 @@ class Hypothesis:
     ruled_out_by: str | None = None
     kind: str = ""
     serving_check: str = ""
+    ranked_by: str = ""
 
 
 @dataclass
@@ -180,6 +185,8 @@ class Diagnosis:
             for h in self.hypotheses:
                 lines.append(f"  {h.fault:<28}{_score(h)}  {_profile(h)}  [{h.kind or 'measured'}]"
                              + (f"  (ruled out: {h.ruled_out_by} passes)" if h.ruled_out_by else ""))
+                if h.ranked_by and not h.ruled_out_by and not h.ranked_by.startswith("z "):
+                    lines.append(f"  {'':28}  ranked here: {h.ranked_by}")      # not by z alone
                 if h.serving_check and not h.ruled_out_by:
                     lines.append(f"  {'':28}  serving-side check: {h.serving_check}")
         if self.observation:

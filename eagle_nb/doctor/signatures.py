@@ -1,5 +1,7 @@
-"""When the target cannot run here: rank an observation against the fault signatures the catalogue
-measured (data/fault_catalogue.json), and say which basis the verdict used and how sure it is.
+"""The doctor's third phase when the target cannot run here (and no recording stands in for it):
+each hypothesis' prediction is the fault signature the catalogue measured
+(data/fault_catalogue.json), and its distance to the observation is computed here; ranking,
+hypotheses and the verdict are the same phases as for a measured pair (hypotheses.py, verdict.py).
 
 A fault's signature is what it does to acceptance *relative to the healthy pair*, per depth k:
 
@@ -12,16 +14,18 @@ from a recording when one is given (`--features`), else the band [1 + sum of the
 T = 1 rates, 1 + sum of HEALTHY_ALPHA^(i+1)]. The distance of a fault is the gap between the two
 ranges over SHARE_TOL (per position too when the engine reported per-position rates). A pair that
 is not the shipped one moves a fault's share, so SHARE_TOL is wide and the confidence is never
-'high' on this basis. Knows catalogue rows and check results; never runs a model.
+'high' on this basis. The serving-path faults these files can have (the registry's `serving`
+facts, for the files' `Facts`) are hypotheses too, each by the signature that stands in for it.
+Knows catalogue rows and check results; runs a model only to replay a recording (`--features`).
 """
 from __future__ import annotations
 
 import math
 
-from eagle_nb.doctor import serving
-from eagle_nb.doctor.diagnosis import Hypothesis, Verdict
+from eagle_nb.experiment import faults as F
+from eagle_nb.experiment.fault_entry import Facts
+from eagle_nb.experiment.faults import HEALTHY
 
-HEALTHY = "healthy"
 MEASURED_DEPTH = 4            # the catalogue's depth
 HEALTHY_ALPHA = 0.85          # generous per-draft acceptance of a strong chain drafter (upper band)
 SHARE_TOL = 0.15              # transfer tolerance of a share between pairs (the catalogue's own
@@ -84,7 +88,7 @@ def distance(obs_sh, f_sh) -> float:
     return math.sqrt(sum(x * x for x in z) / len(z))
 
 
-def _predicted(sh, k, band, healthy_tau) -> dict:
+def predicted(sh, k, band, healthy_tau) -> dict:
     lo, hi = band
     t_lo = 1 + sh[0][0] * ((healthy_tau - 1) if healthy_tau else sum(lo))
     t_hi = 1 + sh[0][1] * ((healthy_tau - 1) if healthy_tau else sum(hi))
@@ -93,125 +97,57 @@ def _predicted(sh, k, band, healthy_tau) -> dict:
             f"{MEASURED_DEPTH}{'' if k <= MEASURED_DEPTH else ', extended'})"}
 
 
-def _ruled_out(name: str, checks, rep, ruled_by_pass: dict) -> str | None:
-    passed = {c.id for c in checks if c.status == "pass"}
-    cid = ruled_by_pass.get(name)
-    if cid in passed:
-        return cid
-    # a `midlayer.*` checkpoint cannot lose `layers.0.*` keys to a `midlayer.*` loader
-    if name == "layers0-keys-dropped" and rep.format != "speculators" and "keys" in passed:
-        return "keys"
-    return None
-
-
-def judge(checks, rep, obs, k: int, cat_info: dict, facts: serving.Facts, ruled_by_pass: dict,
-          healthy_tau: float | None = None, recording: str | None = None, catalogue=None):
-    """(Verdict, hypotheses) for files that pass, from the catalogue's signatures."""
+def signatures(st) -> None:
+    """When nothing was measured, the files pass and an engine reported a tau: fill `profiles`
+    (each hypothesis' predicted range), `distances`, `facts`, `serving`, `shares` and the basis."""
+    obs = st.obs
+    if st.profiles or not st.rankable or obs.crash_lines or st.rep is None or not st.rep.ok or st.failed:
+        return
+    st.facts, healthy_tau = facts_of(st), None
+    if st.features is not None:
+        healthy_tau, note = replayed_healthy_tau(st.drafter, st.target_path, st.features, st.k,
+                                                 st.max_new_tokens)
+        st.notes.append(note)
+    if st.k > MEASURED_DEPTH:
+        st.notes.append(f"the catalogue was measured at depth {MEASURED_DEPTH}; signatures at k = {st.k} "
+                        "extend its per-position rates geometrically")
     from eagle_nb.doctor.catalogue import load
-    cat = catalogue or load()
-    band = healthy_band(cat, k)
-    shares = fault_shares(cat, k)
-    o = observed_shares(obs, k, band, healthy_tau)
-    evidence: dict[str, list[str]] = {}
-    for c in checks:
-        for f in c.faults:
-            evidence.setdefault(f, []).append(c.id)
-    serve = {s.name: s for s in serving.applicable(facts)}
-    hyps = {}
+    cat = load()
+    band, shares = healthy_band(cat, st.k), fault_shares(cat, st.k)
+    st.shares = o = observed_shares(obs, st.k, band, healthy_tau)
+    serve = {f.name: f for f in sorted((f for f in F.REGISTRY if f.serving), key=lambda f: f.serving.flow)
+             if f.serving.applies(st.facts)}                   # in the engine's data-flow order
+    st.serving = list(serve)
     for name in dict.fromkeys([HEALTHY, *serve, *shares]):
-        s, info = serve.get(name), cat_info.get(name)
-        src = s.signature_of if s else name
+        src = (serve[name].serving.signature_of or name) if name in serve else name
         sh = [(1.0, 1.0)] * len(o) if name == HEALTHY else shares.get(src)
-        if sh is None:
-            continue
-        if s is not None:
-            story, ref, kind, check = s.story(facts), s.reference, f"serving path (signature of {src})", s.check(facts)
-        else:
-            story = "the pair as written" if name == HEALTHY else getattr(info, "story", "")
-            ref, kind, check = getattr(info, "reference", ""), "signature", ""
-        hyps[name] = Hypothesis(name, story, ref, getattr(info, "fix", ""), _predicted(sh, k, band, healthy_tau),
-                                distance(o, sh[:len(o)]), None, evidence.get(name, []),
-                                _ruled_out(name, checks, rep, ruled_by_pass), kind, check)
-    ok = {n: h for n, h in hyps.items() if h.distance <= CONSISTENT_Z and not h.ruled_out_by}
-    lead_serving = sorted((h for n, h in ok.items() if n in serve),
-                          key=lambda h: (not h.static_evidence, list(serve).index(h.fault)))
-    rest = sorted((h for h in hyps.values() if h not in lead_serving),
-                  key=lambda h: (bool(h.ruled_out_by), h.fault not in ok, h.distance))
-    ordered = lead_serving + rest
-    w = [math.exp(-h.distance ** 2 / 2) for h in ordered]
-    for h, wi in zip(ordered, w):
-        h.weight = wi / sum(w)
-    for name in [f for f in evidence if f not in hyps]:          # crash-only or not measured
-        info = cat_info.get(name)
-        story, ref, fix = (getattr(info, a, "") for a in ("story", "reference", "fix"))
-        kind = "crash-only" if getattr(info, "pattern", None) else "not measured"
-        ordered.append(Hypothesis(name, story, ref, fix, None, None, None, evidence[name], None, kind))
-    warns = [c.id for c in checks if c.status == "warn"]
-    return _verdict(ordered, ok, lead_serving, obs, k, o, healthy_tau, recording, warns), ordered
+        if sh is not None:
+            st.profiles[name] = predicted(sh, st.k, band, healthy_tau)
+            st.distances[name] = distance(o, sh[:len(o)])
+    st.basis = "recording" if st.features is not None else "signature"
+    st.basis_note = ("the catalogue's fault signatures (measured on the shipped pair)" + (
+        f", relative to the healthy tau {healthy_tau:.2f} replayed from {st.features}"
+        if st.features is not None else f", relative to a healthy band at k = {st.k}") + "; your target was not run")
 
 
-def _verdict(ordered, ok, lead_serving, obs, k, o, healthy_tau, recording, warns=()) -> Verdict:
-    basis = "recording" if recording else "signature"
-    how = ("the catalogue's fault signatures (measured on the shipped pair)" + (
-        f", relative to the healthy tau {healthy_tau:.2f} replayed from {recording}" if recording else
-        f", relative to a healthy band at k = {k}") + "; your target was not run")
-    pct = f"{100 * o[0][0]:.0f}-{100 * o[0][1]:.0f}%" if o[0][0] != o[0][1] else f"{100 * o[0][0]:.0f}%"
-    warned = f" (warnings: {', '.join(warns)})" if warns else ""
-    top = ordered[0]
-    also = [h.fault for h in ordered[1:] if h.fault in ok]
-    # never 'high' on signatures of another pair; 'medium' when a check of these files points at it
-    sure = "medium" if top.static_evidence and top.fault in ok else "low"
-    if top.fault == HEALTHY:
-        return Verdict(HEALTHY, f"consistent with a healthy pair: observed tau {obs.tau:.2f} at "
-                       f"k = {k} is {pct} of a healthy pair's accepted drafts (basis: {how})", "",
-                       "low", basis, also)
-    ruled = [h.fault for h in ordered if h.ruled_out_by and h.distance is not None
-             and h.distance <= CONSISTENT_Z]
-    if lead_serving:
-        steps = "; ".join(f"({i}) {h.fault}: {serving.BY_NAME[h.fault].short}" + (
-            f" (the {', '.join(h.static_evidence)} check points at it)" if h.static_evidence else "")
-            for i, h in enumerate(lead_serving, 1))
-        s = (f"no check of the files fails{warned}, and tau {obs.tau:.2f} at k = {k} is {pct} of a "
-             f"healthy pair's accepted drafts: the fault is on the serving path. In order: {steps}")
-        s += f". Ruled out by your files: {', '.join(ruled)}" if ruled else ""
-        return Verdict(top.fault, f"{s}. Basis: {how}", top.serving_check, sure, basis,
-                       [f for f in also if f != top.fault])
-    return Verdict(top.fault, f"observed tau {obs.tau:.2f} at k = {k} ({pct} of a healthy pair's "
-                   f"accepted drafts) fits the signature of '{top.fault}': {top.story} (basis: {how})",
-                   top.fix, sure if top.fault in ok else "low", basis, also)
+def facts_of(st) -> Facts:
+    """What the files say that decides which serving-path faults can happen to them."""
+    from eagle_nb.engines.registry import entry
+    cfg, pre = st.rep.config, st.pre
+    names = (pre.config.get("architectures") if pre is not None else None) or [None]
+    wrapper = any(c.id == "target-layout" and c.status == "warn" for c in st.checks)
+    return Facts(pre.architecture if pre is not None else None, names[0], wrapper, cfg.hidden_size,
+                 cfg.target_hidden_size, cfg.num_aux, cfg.vocab_size, cfg.draft_vocab_size,
+                 "embed_tokens.weight" in st.state, entry(st.obs.engine).label if st.obs.engine else None)
 
 
 def replayed_healthy_tau(drafter, target, features, k: int, max_new_tokens: int) -> tuple[float, str]:
-    """tau of the pair as written, replayed from a recording (greedy, no target run)."""
-    from eagle_nb.checkpoints.load import load_drafter
-    from eagle_nb.loop.replay import replay
-    res = replay(load_drafter(drafter, target=target), features, depth=k,
-                 max_new_tokens=max_new_tokens, progress=False)
-    label = ("an estimate (teacher-forced features)" if res.estimate
-             else "exact (recorded greedy output)")
-    return res.metrics.accept_length, (f"healthy tau {res.metrics.accept_length:.2f} at k = {k} "
-                                       f"replayed from {features}: {label}")
-
-
-def offline(drafter, target, checks, rep, state, obs, k: int, cat_info: dict, pre, features=None,
-            max_new_tokens: int = 32):
-    """(Verdict, hypotheses, notes) for an observation when no measured profile exists: the files
-    passed, and the target was not (or could not be) run."""
-    from eagle_nb.experiment import faults as F
-    ruled_by_pass = {f.name: f.static.check for f in F.REGISTRY if f.static.rules_out}
-    cfg = rep.config
-    arch = pre.architecture if pre is not None else None
-    names = (pre.config.get("architectures") if pre is not None else None) or [None]
-    wrapper = any(c.id == "target-layout" and c.status == "warn" for c in checks)
-    facts = serving.Facts(arch, names[0], wrapper, cfg.hidden_size, cfg.target_hidden_size, cfg.num_aux, cfg.vocab_size,
-                          cfg.draft_vocab_size, "embed_tokens.weight" in state, obs.engine)
-    notes, healthy_tau = [], None
-    if features is not None:
-        healthy_tau, note = replayed_healthy_tau(drafter, target, features, k, max_new_tokens)
-        notes.append(note)
-    if k > MEASURED_DEPTH:
-        notes.append(f"the catalogue was measured at depth {MEASURED_DEPTH}; signatures at k = {k} "
-                     "extend its per-position rates geometrically")
-    verdict, hyps = judge(checks, rep, obs, k, cat_info, facts, ruled_by_pass, healthy_tau,
-                          str(features) if features is not None else None)
-    return verdict, hyps, notes
+    """tau of the pair as written, computed from a recording (greedy, no target run) through the
+    one door for recordings."""
+    from eagle_nb.experiment.recorded_pair import RecordedPair
+    from eagle_nb.experiment.setting import Setting
+    pair = RecordedPair(features, drafter, target, check_greedy=False)
+    res = pair.run(pair.prompts(), Setting(depth=k, max_new_tokens=max_new_tokens), progress=False)
+    tau = res.metrics.accept_length
+    label = "an estimate (teacher-forced features)" if res.estimate else "exact (recorded greedy output)"
+    return tau, f"healthy tau {tau:.2f} at k = {k} replayed from {features}: {label}"

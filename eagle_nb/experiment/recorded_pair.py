@@ -1,22 +1,25 @@
 """A drafter and a recording of its target: `RecordedPair`, the `Pair` of a target that is not
-loaded (too big for this machine, or running in an engine elsewhere).
+loaded (too big for this machine, or running in an engine elsewhere), and the one way the kit
+computes from a recording (`eagle-nb speculate --features`, the doctor, the notebooks).
 
 Greedy chain acceptance needs from the target only its greedy continuation and its states at the
 fed positions (loop/onepass.py says why), and a recording (`eagle-nb record`, loop/recording.py)
 holds exactly that. So `run` / `sweep` answer every greedy chain setting from the recording by the
 one pass, with the numbers a loaded target would give (tests/experiment/test_recorded_pair.py checks
-equality on the shipped pair). The target's directory, when given, supplies what is small and read
-lazily (io/target_parts.py): tokenizer, config, the embedding rows a drafter without its own
-`embed_tokens` borrows, the embedding `embed-target-forced` swaps in.
+equality on the shipped pair, and against the step-by-step reference, loop/replay.py). Records are
+read one at a time and cut to what a setting reads, so memory does not grow with the recording.
 
-What a recording cannot answer raises `NeedsTarget` naming why: sampling (T > 0) and trees (they
-need the target's distributions and the wrong branches' scores), the multimodal wrapper (a new
-target object) and a chat template (new prompt text). Faults that read other layers (layer ids
-shifted, the heuristic ids) need a recording that kept them (`eagle-nb record --layers all`);
-`fc-bypass` needs the final state (`--final-hidden`). Prompts are found by their token ids
-(encoded as the live loop encodes them) or by record name.
+Trainers' hidden-state files (SpecForge, speculators: loop/foreign_features.py) are teacher-forced
+on dataset text, not the target's own continuation: each record answers as many new tokens as it
+holds, and results are labelled estimates (`RunResult.estimate`), unless the target's lm_head
+(from its directory) picks the dataset's token at every position of records that kept the final
+state. A recording made with the target in another dtype than the kit's reference loop runs it in
+warns (`loop.recording.DtypeMismatchWarning`) and says so in every result.
 
-Knows the pair's interface and the recording reader; nothing about plotting.
+The target's directory, when given, supplies what is small and read lazily (io/target_parts.py):
+tokenizer, config, the embedding rows a drafter without its own `embed_tokens` borrows, the
+embedding `embed-target-forced` swaps in, the lm_head. What a recording cannot answer raises
+`NeedsTarget` naming why (recorded_runs.py). Knows the pair's interface and the recording reader.
 """
 from __future__ import annotations
 
@@ -25,44 +28,17 @@ from pathlib import Path
 import torch
 
 from eagle_nb.experiment import faults as F
-from eagle_nb.experiment.onepass_runs import OnePass
 from eagle_nb.experiment.pair import Pair
+from eagle_nb.experiment.recorded_runs import RecordedOnePass, greedy_agreement
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET
 from eagle_nb.loop import target_states as TS
+from eagle_nb.loop.recording import Recording, check_dtype
 from eagle_nb.loop.records import RecordingError
 from eagle_nb.model.layers import eagle3_layers
 
 NeedsTarget = F.NeedsTarget
-
-
-class RecordedOnePass(OnePass):
-    """The one pass with the target states read from the recording instead of computed."""
-
-    def prompt_ids(self, prompts: tuple, w, s: Setting, truncate_prompt: bool) -> list:
-        pair = self.pair
-        if w.prompt_format != "{prompt}":
-            raise NeedsTarget(f"the prompts are wrapped as {w.prompt_format!r}: a recording holds the "
-                              "target's continuation of the recorded prompt text only")
-        if truncate_prompt:
-            raise NeedsTarget("truncate_prompt: a recording holds whole prompts only")
-        recs = [pair.record_of(p, i) for i, p in enumerate(prompts)]
-        return [r.input_ids[:r.prompt_len] for r in recs]
-
-    def depth_max(self, ids: list, s: Setting) -> int:
-        recs = [self.pair.record_by_ids(x) for x in ids]
-        room = min(r.input_ids.numel() - r.prompt_len for r in recs) - s.max_new_tokens
-        if room < s.depth:
-            short = min(recs, key=lambda r: r.input_ids.numel() - r.prompt_len)
-            raise RecordingError(
-                f"{self.pair.recording.path}: record {short.name} holds "
-                f"{short.input_ids.numel() - short.prompt_len} tokens after its prompt; "
-                f"max_new_tokens={s.max_new_tokens} at depth {s.depth} needs {s.max_new_tokens + s.depth} "
-                "(record with a larger --max-new-tokens or --lookahead)")
-        return min(max(self.k_max, s.depth), room)
-
-    def states(self, target, ids: list, n_tokens: int) -> TS.TargetStates:
-        return TS.from_recording(self.pair.recording, [self.pair.record_by_ids(x) for x in ids])
+REFERENCE_DTYPE = "float32"     # what the kit's reference loop runs the target in (CPU)
 
 
 class RecordedPair(Pair):
@@ -72,15 +48,10 @@ class RecordedPair(Pair):
     trees = False
 
     def __init__(self, recording, drafter=None, target=None, *, device=None, dtype=None,
-                 speculators_path=None):
+                 speculators_path=None, check_greedy: bool = True, target_dtype=REFERENCE_DTYPE):
         from eagle_nb.checkpoints.load import load_drafter
-        from eagle_nb.loop.recording import Recording
         from eagle_nb.model.targets import pick_device, resolve_target
         self.recording = recording if isinstance(recording, Recording) else Recording(recording)
-        if self.recording.teacher_forced:
-            raise RecordingError(f"{self.recording.path}: teacher-forced training files (dataset text, "
-                                 "not the target's greedy continuation) give estimates; use "
-                                 "`eagle-nb speculate --features` for them")
         shipped = drafter is None
         target = target if target is not None else (SHIPPED_TARGET if shipped else None)
         self.target = None                               # never loaded
@@ -92,15 +63,60 @@ class RecordedPair(Pair):
         self.drafter = load_drafter(self.drafter_path, self.target_path, device=self.device,
                                     dtype=dtype or (torch.float32 if cpu else None))
         self.speculators_path = speculators_path or (SHIPPED_DRAFTER_SPECULATORS if shipped else None)
-        meta = self.recording.meta
-        self.num_layers = meta.get("num_layers")
-        self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
+        self.num_layers = self.recording.meta.get("num_layers")
+        self.notes: list[str] = []
+        self.layer_ids = self._layer_ids()
         self.builds = F.Builds(self.target_path, self.drafter, self.speculators_path, self.num_layers)
         self._cache: dict = {}
         self.use_one_pass = True
         self.one_pass = RecordedOnePass(self)
-        self.records = {r.name: r for r in self.recording}
-        self._by_ids = {tuple(r.input_ids[:r.prompt_len].tolist()): r for r in self.records.values()}
+        self.estimate = self.recording.teacher_forced
+        self._index(check_greedy and self.estimate and self.target_path is not None)
+        mismatch = check_dtype(self.recording, target_dtype, "the kit's reference loop")
+        if mismatch:
+            self.notes.append(mismatch)
+
+    def _layer_ids(self) -> list[int]:
+        """The drafter's aux ids, which the recording must hold (a recording cannot re-capture)."""
+        rec, want = self.recording.layer_ids, self.drafter.config.aux_layer_ids
+        if want is None and self.num_layers:
+            want = list(eagle3_layers(int(self.num_layers)))
+            self.notes.append(f"drafter has no layer ids; EAGLE default {want} for a {self.num_layers}-layer target")
+        if rec is None:
+            self.notes.append("recording does not state its layer ids; only the width is checked")
+            return list(want) if want else list(range(self.drafter.config.num_aux))
+        if want is not None and not set(want) <= set(rec):
+            raise RecordingError(f"{self.recording.path}: recorded HF layer ids {rec}, but the drafter "
+                                 f"reads {sorted(want)}; record again with the drafter's ids")
+        return list(want) if want is not None else list(rec)
+
+    def _index(self, check_greedy: bool) -> None:
+        """Prompt ids and lengths of every record (ids only where the format allows); for
+        teacher-forced records with final states, whether the text is the target's greedy output."""
+        head = None
+        if check_greedy:
+            from eagle_nb.io.target_parts import TargetParts
+            head = TargetParts(self.target_path).lm_head()
+        self.records, self._by_ids, agree, checked, missing = {}, {}, 0, 0, 0
+        for name in self.recording.names:
+            if head is None:
+                ids, P, T = self.recording.prompt_ids(name)
+            else:
+                r = self.recording.read(name)
+                ids, P, T = r.input_ids[:r.prompt_len], r.prompt_len, r.input_ids.numel()
+                a, c = greedy_agreement(r, head) if r.final is not None else (0, 0)
+                agree, checked, missing = agree + a, checked + c, missing + (r.final is None)
+            self.records[name] = (P, T)
+            self._by_ids[tuple(ids.tolist())] = name
+        self._by_text = {r["prompt"]: r["name"] for r in self.recording.meta["records"] if r.get("prompt")}
+        if self.estimate:
+            self.notes.append("features are teacher-forced on dataset text: tau is an ESTIMATE")
+        if checked:
+            self.notes.append(f"dataset text is the target's greedy token at {agree}/{checked} positions "
+                              f"({agree / checked:.1%}) of {len(self.records) - missing} records")
+            if agree == checked and not missing:
+                self.estimate = False
+                self.notes.append("so these teacher-forced features are the target's greedy output: tau is exact")
 
     def _tokenizer(self):
         if self.target_path is None or not any(
@@ -134,10 +150,9 @@ class RecordedPair(Pair):
             return str(e)
         if w.target is not None or w.prompt_format != "{prompt}":
             return "it changes the target or the prompt text"
-        meta = self.recording.meta
         if w.features == TS.FEATURES_FINAL:
-            return None if meta.get("final_hidden") else "the final state was not recorded"
-        kept = set(self.recording.layer_ids or [])
+            return None if self.recording.meta.get("final_hidden") else "the final state was not recorded"
+        kept = set(self.recording.layer_ids or self.layer_ids)
         return None if set(w.layer_ids) <= kept else f"HF ids {sorted(w.layer_ids)} not all kept"
 
     def answers(self, fault: str) -> bool:
@@ -149,7 +164,7 @@ class RecordedPair(Pair):
 
     @property
     def hidden_size(self) -> int:
-        return int(self.recording.meta["hidden_size"])
+        return int(self.recording.meta.get("hidden_size") or self.drafter.config.target_hidden_size)
 
     def decode(self, tokens) -> str:
         return self.tokenizer.decode(tokens) if self.tokenizer is not None else " ".join(map(str, tokens))
@@ -166,28 +181,31 @@ class RecordedPair(Pair):
         recording's own records in order, by their prompt text when the recording stored it."""
         if path is not None:
             return super().prompts(n, path)
-        recs = list(self.records.values())[:n] if n else list(self.records.values())
+        names = list(self.records)[:n] if n else list(self.records)
         texts = {r["name"]: r.get("prompt") for r in self.recording.meta.get("records", [])}
-        return [texts.get(r.name) or r.name for r in recs]
+        return [texts.get(name) or name for name in names]
 
-    def record_by_ids(self, ids: torch.Tensor):
+    def record_by_ids(self, ids: torch.Tensor) -> str:
         return self._by_ids[tuple(ids.reshape(-1).tolist())]
 
-    def record_of(self, prompt: str, i: int = 0):
-        """The record of a prompt: its name, or its text encoded as the live loop encodes it."""
+    def record_of(self, prompt: str, i: int = 0) -> str:
+        """The record name of a prompt: its name, its text as recorded, or its text encoded as the
+        live loop encodes it."""
         if prompt in self.records:
-            return self.records[prompt]
-        rec = self._by_ids.get(tuple(self.encode(prompt).reshape(-1).tolist()))
-        if rec is None:
+            return prompt
+        if self.tokenizer is None and prompt in self._by_text:
+            return self._by_text[prompt]
+        name = self._by_ids.get(tuple(self.encode(prompt).reshape(-1).tolist()))
+        if name is None:
             raise RecordingError(f"{self.recording.path}: prompt {i} ({prompt[:60]!r}) was not recorded "
                                  f"({len(self.records)} records); record it: eagle-nb record --prompts FILE "
                                  "--layers all --final-hidden")
-        return rec
+        return name
 
     def aux_features(self, prompts):
         """Per prompt, the recorded aux states at the written ids (every recorded position)."""
         for i, p in enumerate(prompts):
-            st = TS.from_recording(self.recording, [self.record_of(p, i)])
+            st = self.one_pass.read([self.record_of(p, i)])
             yield st.features(TS.FEATURES_AUX, self.layer_ids)[0]
 
     def _run(self, prompts, s: Setting, check_reference: bool, progress: bool,
@@ -198,6 +216,8 @@ class RecordedPair(Pair):
                                 "and trees need the loaded target")
         res = self.one_pass.run(prompts, s, truncate_prompt)
         res.wiring["target"] = f"recording {self.recording.path}"
+        res.estimate = self.estimate
+        res.notes[:0] = self.notes
         if check_reference:
             res.notes.append("outputs are the recorded greedy continuation: the target's greedy "
                              "output by construction (no reference decode)")

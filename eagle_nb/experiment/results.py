@@ -28,6 +28,7 @@ class RunResult:
     reference_s: float | None = None
     notes: list[str] = field(default_factory=list)
     computed_by: str = "live loop"   # or "one-pass" (loop/onepass.py: greedy chains, no timings)
+    estimate: bool = False          # computed from teacher-forced dataset text (trainers' files)
 
     @property
     def label(self) -> str:
@@ -61,8 +62,8 @@ class RunResult:
 
     def summary(self) -> dict:
         """JSON-ready: the setting, what the loop was given, every metric, the run-level fields."""
-        return {"setting": self.setting.as_dict(), "computed_by": self.computed_by, **self.wiring,
-                "outputs": self.outputs,
+        return {"setting": self.setting.as_dict(), "computed_by": self.computed_by,
+                "tau_is_estimate": self.estimate, **self.wiring, "outputs": self.outputs,
                 **M.summary(self.metrics), **{f: getattr(self, f) for f, _ in RUN_FIELDS},
                 "notes": self.notes}
 
@@ -77,7 +78,8 @@ class RunResult:
 
     def report_text(self) -> str:
         lines = [f"setting: {self.setting.as_dict()}", f"computed by: {self.computed_by}",
-                 f"given: {self.wiring}",
+                 *(["tau: ESTIMATE (teacher-forced dataset text, not the target's own output)"]
+                   if self.estimate else []), f"given: {self.wiring}",
                  *[f"note: {n}" for n in self.notes], *M.report_lines(self.metrics)]
         for f, label in RUN_FIELDS:
             v = getattr(self, f)

@@ -102,8 +102,9 @@ READERS = {"specforge": _specforge, "speculators-pt": _speculators_pt,
            "speculators-safetensors": _speculators_st}
 
 
-def read_foreign(path: Path):
-    """(meta, iterator factory) for a directory of SpecForge / speculators sample files."""
+def read_foreign(path: Path) -> tuple[dict, dict, object]:
+    """(meta, {record name: file}, reader file -> Record) for a directory of SpecForge /
+    speculators sample files."""
     path = Path(path)
     if not path.is_dir():
         raise RecordingError(f"{path}: not a recording directory")
@@ -118,8 +119,4 @@ def read_foreign(path: Path):
     meta = {"format": kind, "target": None, "layer_ids_hf": None, "teacher_forced": True,
             "source": f"{kind} offline training data (teacher-forced on dataset text: tau is an estimate)",
             "records": [{"name": f.stem} for f in files], "max_new_tokens": None, "lookahead": None}
-
-    def records():
-        for f in files:
-            yield READERS[kind](f)
-    return meta, records
+    return meta, {f.stem: f for f in files}, READERS[kind]

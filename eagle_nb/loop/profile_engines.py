@@ -8,9 +8,9 @@ and numbers), so the engine code that fetches them only has to call one function
   `num_spec_steps`, `num_accepted_draft_tokens`, and at `detailed` `per_step_accepted`. Offline
   `LLM.generate` gives the same dict as `output.outputs[0].spec_decode_metrics.to_dict()`.
 - Prometheus counters, vLLM's `vllm:spec_decode_*` and llama-server's `llamacpp:spec_decode_*`
-  (io/prometheus.py reads both): drafts (verify steps) and accepted tokens per position; for a
+  (engines/metrics.py reads both): drafts (verify steps) and accepted tokens per position; for a
   chain they fix the accepted-count histogram.
-- llama-server's per-step log lines (`LLAMA_TRACE`, io/llama_logs.py `step_counts`):
+- llama-server's per-step log lines (`LLAMA_TRACE`, engines/llama_cpp.py `step_counts`):
   (accepted, drafted) per verify step.
 
 Each refuses a payload that lacks what it needs, naming the field and the flag that adds it.

@@ -89,10 +89,11 @@ def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, 
         # past the context the states are garbage, and every number replayed from them would be
         check_fits(p.shape[1], max_new_tokens + lookahead, 0, context_length(model),
                    f"record: prompt {i} (+ max_new_tokens {max_new_tokens} + lookahead {lookahead})")
+    run_dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     w = RecordingWriter(out_dir, ids, num_layers=L, target_name=target_name,
                         model_class=type(model).__name__, max_new_tokens=max_new_tokens,
                         lookahead=lookahead, eos_token_id=eos_token_id, final_hidden=final_hidden,
-                        shard_bytes=shard_bytes)
+                        shard_bytes=shard_bytes, meta={"target_dtype": run_dtype})
     texts = list(texts) if texts is not None else [None] * len(prompts_ids)
     for p, text in tqdm(list(zip(prompts_ids, texts)), desc=f"record {max_new_tokens}+{lookahead} tokens",
                         disable=not progress):
@@ -103,21 +104,44 @@ def record(model, prompts_ids, out_dir, layer_ids, *, max_new_tokens: int = 64, 
 
 
 # -- reading ---------------------------------------------------------------------------------------
+class DtypeMismatchWarning(UserWarning):
+    """A recording is compared with a target run in another dtype: greedy tokens can differ at
+    near-ties, so numbers computed from the recording differ from the run's (record again in the
+    run's dtype, e.g. `eagle-nb record --engine vllm --dtype float32`)."""
+
+
+def check_dtype(recording: "Recording", dtype, against: str) -> str | None:
+    """Warn (DtypeMismatchWarning) when `recording` was made in another dtype than `dtype`, the
+    dtype `against` runs the target in; returns the message, or None when they agree or either
+    is unknown."""
+    import warnings
+    have = recording.target_dtype
+    want = None if dtype is None else str(dtype).removeprefix("torch.")
+    if have is None or want is None or have == want:
+        return None
+    msg = (f"{recording.path}: recorded with the target in {have}, compared with {against} running it "
+           f"in {want}: greedy tokens can differ at near-ties, so taus differ; record in {want} "
+           f"(eagle-nb record --dtype {want}, also with --engine)")
+    warnings.warn(msg, DtypeMismatchWarning, stacklevel=3)
+    return msg
+
+
 class Recording:
-    """A recording directory. Iterating yields `Record`s one at a time, read from their shard with
-    safetensors (memory-mapped): only the current record is in memory. Foreign formats
-    (SpecForge .ckpt, speculators .pt / hs_*.safetensors) are read by foreign_features.py."""
+    """A recording directory. Iterating yields `Record`s one at a time (`read(name)` reads one),
+    from their shard with safetensors (memory-mapped): only the current record is in memory.
+    Foreign formats (SpecForge .ckpt, speculators .pt / hs_*.safetensors) are read by
+    foreign_features.py."""
 
     def __init__(self, path):
         self.path = Path(path)
         f = self.path / INDEX
+        self._files = None
         if not f.exists():
             from eagle_nb.loop.foreign_features import (
                 read_foreign,  # other trainers' files
             )
-            self.meta, self._foreign = read_foreign(self.path)
+            self.meta, self._files, self._reader = read_foreign(self.path)
             return
-        self._foreign = None
         try:
             self.meta = json.loads(f.read_text())
         except json.JSONDecodeError as e:
@@ -130,6 +154,7 @@ class Recording:
         missing = sorted({r["shard"] for r in self.meta["records"]} - {p.name for p in self.path.iterdir()})
         if missing:
             raise RecordingError(f"{f}: shard files listed but absent: {missing[:5]}")
+        self._index = {r["name"]: r for r in self.meta["records"]}
 
     @property
     def teacher_forced(self) -> bool:
@@ -139,27 +164,54 @@ class Recording:
     def layer_ids(self) -> list[int] | None:
         return self.meta.get("layer_ids_hf")
 
+    @property
+    def target_dtype(self) -> str | None:
+        """The dtype the target computed the recorded states in (None: unknown, e.g. trainers'
+        files). Recordings from before the field: the engine's stated dtype, else the states'."""
+        m = self.meta
+        engine = (m.get("engine") or {}).get("dtype")
+        return m.get("target_dtype") or (engine if engine not in (None, "auto") else m.get("dtype"))
+
+    @property
+    def names(self) -> list[str]:
+        return [r["name"] for r in self.meta["records"]]
+
     def __len__(self) -> int:
         return len(self.meta["records"])
 
     def __iter__(self):
-        if self._foreign is not None:
-            yield from self._foreign()
-            return
+        for name in self.names:
+            yield self.read(name)
+
+    def prompt_ids(self, name: str) -> tuple[torch.Tensor, int, int]:
+        """(prompt ids, prompt length, total length) of one record, reading its ids only where the
+        format allows (trainers' files are read whole)."""
+        if self._files is not None:
+            r = self.read(name)
+            return r.input_ids[:r.prompt_len], r.prompt_len, r.input_ids.numel()
         from safetensors import safe_open
-        for r in self.meta["records"]:
-            f = self.path / r["shard"]
-            name = r["name"]
-            try:
-                with safe_open(str(f), "pt") as st:
-                    keys = set(st.keys())
-                    for k in ("input_ids", "aux"):
-                        if f"{name}.{k}" not in keys:
-                            raise RecordingError(f"{f}: no tensor {name}.{k!r}")
-                    yield Record(name, st.get_tensor(f"{name}.input_ids").long(), int(r["prompt_len"]),
-                                 st.get_tensor(f"{name}.aux"),
-                                 st.get_tensor(f"{name}.final") if f"{name}.final" in keys else None)
-            except RecordingError:
-                raise
-            except Exception as e:  # noqa: BLE001 - a corrupt shard is the user's file fault
-                raise RecordingError(f"{f}: cannot read record {name}: {type(e).__name__}: {e}") from None
+        r = self._index[name]
+        with safe_open(str(self.path / r["shard"]), "pt") as st:
+            ids = st.get_tensor(f"{name}.input_ids").long()
+        return ids[:int(r["prompt_len"])], int(r["prompt_len"]), ids.numel()
+
+    def read(self, name: str) -> Record:
+        """One record, read from its shard (or its trainer's file)."""
+        if self._files is not None:
+            return self._reader(self._files[name])
+        from safetensors import safe_open
+        r = self._index[name]
+        f = self.path / r["shard"]
+        try:
+            with safe_open(str(f), "pt") as st:
+                keys = set(st.keys())
+                for k in ("input_ids", "aux"):
+                    if f"{name}.{k}" not in keys:
+                        raise RecordingError(f"{f}: no tensor {name}.{k!r}")
+                return Record(name, st.get_tensor(f"{name}.input_ids").long(), int(r["prompt_len"]),
+                              st.get_tensor(f"{name}.aux"),
+                              st.get_tensor(f"{name}.final") if f"{name}.final" in keys else None)
+        except RecordingError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a corrupt shard is the user's file fault
+            raise RecordingError(f"{f}: cannot read record {name}: {type(e).__name__}: {e}") from None

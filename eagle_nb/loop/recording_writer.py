@@ -24,7 +24,8 @@ VERSION = 1
 class RecordingWriter:
     """`add()` records one prompt's (ids, aux[, final]); `close()` writes the last shard and the
     index. `layer_ids` are HF ids in ascending order, the order of `aux`'s column blocks.
-    `meta` adds or overrides index fields (e.g. `source`, `engine`)."""
+    `meta` adds or overrides index fields (e.g. `source`, `engine`, `target_dtype`: the dtype the
+    target computed in; `dtype` is the stored states' own)."""
 
     def __init__(self, out_dir, layer_ids, *, num_layers: int, target_name: str = "",
                  model_class: str = "", max_new_tokens: int, lookahead: int, eos_token_id=None,
@@ -42,7 +43,7 @@ class RecordingWriter:
                       "eos_token_id": eos_token_id, "final_hidden": final_hidden,
                       "teacher_forced": False,
                       "source": "eagle_nb greedy decoding (one token per forward, HF cache)",
-                      "dtype": None, **(meta or {}), "shards": [], "records": []}
+                      "dtype": None, "target_dtype": None, **(meta or {}), "shards": [], "records": []}
         self._shard: dict[str, torch.Tensor] = {}
         self._size = 0
 

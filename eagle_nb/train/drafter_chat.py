@@ -68,11 +68,11 @@ def answer_fn(c: ChatDrafterConfig, target, tok):
     if c.answer_with == "hf" or (c.answer_with == "auto" and why):
         return chat_data.hf_answer(target, tok.eos_token_id), "hf", None
     from eagle_nb.engines.llama_cpp import llama_server_binary
-    from eagle_nb.engines.server import VllmServer
+    from eagle_nb.engines.server import Server
     cmd = [str(llama_server_binary()), "-m", c.gguf, "--host", "127.0.0.1", "--port", "{port}",
            "-np", str(c.jobs), "-c", str(1024 * c.jobs), "-t", str(c.server_threads),
            "-tb", str(c.server_threads), "--no-webui"]
-    srv = VllmServer(c.target, "-", command=cmd, startup_timeout=300).start()
+    srv = Server(c.target, "-", command=cmd, startup_timeout=300).start()
     return chat_data.llama_answer(srv.url, tok.eos_token_id), "llama-server Q4_1", srv
 
 

@@ -14,7 +14,9 @@ import torch
 
 from eagle_nb.experiment import faults as F
 from eagle_nb.doctor.catalogue import markdown, measure as measure_catalogue
-from eagle_nb.doctor.run import HEALTHY, doctor, measure
+from eagle_nb.doctor.measure import measure_faults as measure
+from eagle_nb.doctor.run import doctor
+from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.experiment.pair import Pair
 from helpers import code_prompts
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET

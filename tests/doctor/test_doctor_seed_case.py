@@ -121,8 +121,9 @@ def test_a_recording_is_measured_when_the_target_cannot_run(tmp_path):
     the one pass over the recorded states, names the faults it could not measure and why, and the
     healthy tau it measures is the recording's replayed tau."""
     from helpers import code_prompts
-    from eagle_nb.loop.recording import record
-    from eagle_nb.loop.replay import replay
+    from eagle_nb.loop.metrics import from_stats
+    from eagle_nb.loop.recording import Recording, record
+    from eagle_nb.loop.replay import replay_reference
     from eagle_nb.checkpoints.load import load_drafter
     from eagle_nb.model.targets import load_target
     model, tok = load_target(device="cpu")
@@ -140,9 +141,9 @@ def test_a_recording_is_measured_when_the_target_cannot_run(tmp_path):
     assert "were not kept" in skipped["layer-ids+1"] and "NeedsTarget" in skipped["wrapper-capture"]
     measured = {h.fault: h.predicted["tau"] for h in d.hypotheses if h.predicted}
     assert {"healthy", "d2t-absolute", "lm-head-missing"} <= set(measured)
-    replayed = replay(load_drafter(CODE_DRAFTER_SPECULATORS, dtype=torch.float32), rec, depth=4,
-                      max_new_tokens=16)
-    assert measured["healthy"] == pytest.approx(replayed.metrics.accept_length, abs=1e-9)
+    replayed = from_stats(replay_reference(load_drafter(CODE_DRAFTER_SPECULATORS, dtype=torch.float32),
+                                           Recording(rec), 4, 16))
+    assert measured["healthy"] == pytest.approx(replayed.accept_length, abs=1e-9)
     assert d.verdict.cause not in ("healthy", "undetermined") and d.inputs["prompts"] == 4
 
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from eagle_nb.doctor import crashes
+from eagle_nb.engines import crashes
 from eagle_nb.doctor import diagnosis
-from eagle_nb.doctor import observed
+from eagle_nb.engines import observation as observed
 from eagle_nb.doctor import ranking
 from eagle_nb.doctor.run import doctor
 from eagle_nb.doctor.static_checks import run_static
@@ -144,13 +144,13 @@ def test_parse_vllm_and_sglang_log_lines():
     """vLLM: tau from the per-position rates (chain: 1 + sum), depth from their count; SGLang: the
     accept len, and the depth its accept rate implies (k = 4); unrelated lines are ignored,
     acceptance-like garbage is counted."""
-    o = observed.parse_log("starting\n" + VLLM + "\n" + VLLM + "\nacceptance ???\n")
+    o = observed.from_log("starting\n" + VLLM + "\n" + VLLM + "\nacceptance ???\n")
     assert o.engine == "vllm" and o.depth == 4 and o.lines == 2 and o.unparsed == 1
     assert o.tau == pytest.approx(1.05) and o.per_position == pytest.approx([0.04, 0.01, 0, 0])
-    s = observed.parse_log(SGLANG)
+    s = observed.from_log(SGLANG)
     assert s.engine == "sglang" and s.tau == pytest.approx(1.05) and s.depth == 4   # 1.05 / 5 = 0.21
     with pytest.raises(ValueError, match="no vLLM"):
-        observed.parse_log("nothing here")
+        observed.from_log("nothing here")
 
 
 def test_parse_prometheus_metrics():
@@ -161,14 +161,14 @@ def test_parse_prometheus_metrics():
                       'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 150.0',
                       *[f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{model_name="m",'
                         f'position="{i}"}} {v}' for i, v in enumerate([70, 40, 25, 15])]])
-    o = observed.parse_metrics(text)
+    o = observed.from_metrics(text)
     assert o.tau == pytest.approx(2.5) and o.per_position == pytest.approx([0.7, 0.4, 0.25, 0.15])
 
 
 def test_observation_arguments_are_checked():
     """One source at a time; tau within [1, 1 + depth]; per-position length = depth."""
     with pytest.raises(ValueError, match="one of"):
-        observed.read_observation(log="x", tau=1.5)
+        observed.observe(log="x", tau=1.5)
     with pytest.raises(ValueError, match="outside"):
         observed.from_numbers(0.5, depth=4)
     with pytest.raises(ValueError, match="per-position"):
@@ -303,7 +303,7 @@ def test_observed_url_reads_a_metrics_endpoint():
     srv = HTTPServer(("127.0.0.1", 0), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        o = observed.read_observation(url=f"http://127.0.0.1:{srv.server_port}")
+        o = observed.observe(url=f"http://127.0.0.1:{srv.server_port}")
     finally:
         srv.shutdown()
     assert o.tau == pytest.approx(1.5) and o.per_position == pytest.approx([0.4, 0.1, 0, 0])

@@ -16,7 +16,7 @@ import pytest
 
 from eagle_nb.engines import (EngineError, VllmServer, compare, engine_unavailable_reason, parse_log,
                               scrape, serve, write_broken_drafter)
-from eagle_nb.engines.compare import GREEDY_POS_TOL, GREEDY_TAU_TOL
+from eagle_nb.engines.comparison import GREEDY_POS_TOL, GREEDY_TAU_TOL
 from eagle_nb.engines.server import group_members, port_in_use
 from helpers import code_pair, code_prompts
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from eagle_nb.engines import (Counters, infer_sglang_formula, metrics_from_counters, parse_log,
                               parse_metrics, write_broken_drafter)
-from eagle_nb.engines.compare import agreement, judge
+from eagle_nb.engines.comparison import agreement, judge
 from eagle_nb.loop.metrics import acceptance_metrics
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS
 
@@ -46,7 +46,8 @@ def test_vllm_lines_parse_and_pool_like_the_counters():
     text = "\n".join(["INFO unrelated startup line"] + [vllm_line(m, t=f"11-30 08:53:{40 + i}")
                                                          for i, m in enumerate(ms)])
     p = parse_log(text)
-    assert p.summary["counts"] == {"lines": 7, "vllm": 6, "sglang": 0, "malformed": 0, "other": 1}
+    assert p.summary["counts"] == {"lines": 7, "vllm": 6, "sglang": 0, "llama.cpp": 0, "malformed": 0,
+                                   "other": 1}     # one count per registered engine
     assert list(p.df.accept_length) == [round(m.accept_length, 2) for m in ms]
     assert p.df.per_position[0] == pytest.approx(ms[0].per_position_acceptance, abs=5e-4)
     assert p.df.time.notna().all() and p.df.time.is_monotonic_increasing
@@ -189,18 +190,18 @@ def test_sampling_widens_the_tolerance():
 
 
 def test_the_doctor_and_the_engines_read_logs_and_metrics_alike():
-    """One reader per source (io.engine_logs, io.prometheus): a truncated vLLM line is malformed
+    """One reader per source (engines.logs, engines.metrics): a truncated vLLM line is malformed
     for both the engines' table and the doctor's observation, and the doctor's tau from a
     /metrics page is the engines' counters' 1 + accepted / drafts."""
-    from eagle_nb.doctor import observed
+    from eagle_nb.engines import observation as observed
     m = traces(1)[0]
     text = "\n".join([vllm_line(m), vllm_line(m)[:100], "acceptance ???"])
-    p, o = parse_log(text), observed.parse_log(text)
+    p, o = parse_log(text), observed.from_log(text)
     assert p.summary["counts"]["vllm"] == o.lines == 1 and p.summary["counts"]["malformed"] == 1
     assert o.unparsed == 2 and o.tau == pytest.approx(1 + sum(p.df.per_position[0]))
     page = ('vllm:spec_decode_num_drafts_total 40\nvllm:spec_decode_num_accepted_tokens_total 30\n'
             + "".join(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}\n'
                       for i, v in enumerate([20, 10])))
-    c, ob = parse_metrics(page), observed.parse_metrics(page)
+    c, ob = parse_metrics(page), observed.from_metrics(page)
     assert ob.tau == pytest.approx(1 + c.num_accepted_tokens / c.num_drafts) == 1.75
     assert ob.per_position == pytest.approx([x / c.num_drafts for x in c.accepted_per_pos])

@@ -16,12 +16,14 @@ import torch
 from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.engines import engine_unavailable_reason
 from eagle_nb.engines.hidden_states import installed_version
-from eagle_nb.engines.recorder import hidden_states_server, record_on_engine
+from eagle_nb.engines.recorder import record_on_engine
+from eagle_nb.engines.vllm import hidden_states_server
+from eagle_nb.experiment.recorded_pair import RecordedPair
+from eagle_nb.experiment.setting import Setting
 from helpers import code_prompts
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.loop.chain import greedy_reference
 from eagle_nb.loop.recording import Recording
-from eagle_nb.loop.replay import replay
 from eagle_nb.model.capture import capture
 from eagle_nb.model.targets import load_target
 
@@ -69,6 +71,7 @@ def test_recording_index_names_the_engine_and_the_sorted_ids(recording):
     assert m["engine"]["version"] == installed_version() and m["source"].startswith("vLLM ")
     assert m["engine"]["final_greedy_agreement"] == 1.0
     assert len(recording) == 16 and m["dtype"] == "float32" and m["hidden_size"] == 192
+    assert m["target_dtype"] == m["engine"]["dtype"] == "float32"      # the server's dtype, written
 
 
 def test_engine_tokens_equal_the_kits_greedy_reference(pair, prompt_ids, recording):
@@ -109,8 +112,10 @@ def test_engine_recording_replays_to_the_kits_acceptance_at_depths_1_to_8(pair, 
     st = TS.from_target(model, [torch.tensor([x]) for x in prompt_ids], NEW + 8)
     ours = OP.match_lengths(drafter, st.ids, st.features(FEATURES_AUX, DRAFTER_IDS), st.prompt_lens, NEW, 8)
     differ = []
+    rp = RecordedPair(recording, CODE_DRAFTER_SPECULATORS, CODE_TARGET, device="cpu",
+                      dtype=drafter.fc.weight.dtype)
     for k in range(1, 9):
-        res = replay(drafter, recording, depth=k, max_new_tokens=NEW, progress=False)
+        res = rp.run(rp.prompts(), Setting(depth=k, max_new_tokens=NEW), progress=False)
         assert not res.estimate
         kit = OP.chain_run(ours, st.ids, st.prompt_lens, k, NEW, tok.eos_token_id)
         for b, (x, y) in enumerate(zip(res.stats, kit.stats)):

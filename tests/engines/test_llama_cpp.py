@@ -21,7 +21,7 @@ from eagle_nb.engines import (
     parse_log,
     parse_metrics,
 )
-from eagle_nb.engines.compare import (
+from eagle_nb.engines.comparison import (
     GREEDY_POS_TOL,
     GREEDY_TAU_TOL,
     metrics_from_counters,

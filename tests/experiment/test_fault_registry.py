@@ -9,9 +9,13 @@ import json
 import pytest
 
 from eagle_nb.checkpoints.broken import AUX_KEY, shift_aux_ids
-from eagle_nb.doctor import catalogue, crashes, ranking
+from eagle_nb.doctor import catalogue, ranking
 from eagle_nb.doctor.diagnosis import Check
-from eagle_nb.doctor.run import probes, ruled_out, verdict
+from eagle_nb.doctor.hypotheses import ruled_out
+from eagle_nb.doctor.measure import probes
+from eagle_nb.doctor.state import State
+from eagle_nb.doctor.verdict import decide
+from eagle_nb.engines import crashes
 from eagle_nb.doctor.static_checks import CHECK_IDS
 from eagle_nb.engines.broken import checkpoint_faults, write_broken_drafter
 from eagle_nb.experiment import fault_fns
@@ -86,7 +90,7 @@ def test_a_new_fault_is_picked_up_by_every_consumer(pair, tmp_path, capsys):
                   Check("d2t", "fail", "d2t", "bad", ["d2t-absolute"], "fix d2t"),
                   Check("keys", "fail", "keys", "bad", ["test-ids+2", "lm-head-missing"], "fix ids")]
         assert ruled_out("test-ids+2", checks) == "aux-ids"
-        v = verdict(checks, None, [], [], {})
+        v = decide(State(None, checks=checks))
         assert (v.cause, v.basis, v.fix) == ("test-ids+2", "static", "fix ids")
         assert v.also_consistent == ["lm-head-missing", "d2t-absolute"]
         prof = lambda tau: ranking.profile_from_counts([[int(tau)] * 4] * 4, depth=4)  # noqa: E731

@@ -114,7 +114,8 @@ def test_prompts_by_text_or_record_name(recorded, recordings, prompts):
 def test_doctor_measures_from_a_recording(pair, recorded, prompts):
     """The doctor on a recorded pair measures the same profiles as on the loaded pair, names the
     faults it could not measure and why, and checks the fc range on the recorded states."""
-    from eagle_nb.doctor.run import fc_range_check, measure
+    from eagle_nb.doctor.measure import fc_range_check
+    from eagle_nb.doctor.measure import measure_faults as measure
     names = ["fc-bypass", "d2t-absolute", "layer-ids+1", "wrapper-capture"]
     live, _ = measure(pair, prompts, 4, NEW, faults=names, progress=False)
     rec, skipped = measure(recorded, prompts, 4, NEW, faults=names, progress=False)
@@ -135,3 +136,26 @@ def test_a_drafter_without_embedding_reads_the_target_rows_lazily(recordings, tm
                                code_pair(device="cpu").target.get_input_embeddings().weight[:4].float())
     with pytest.raises(Exception, match="embed"):
         RecordedPair(recordings[0], CODE_DRAFTER, None, device="cpu")
+
+
+def test_the_recording_says_its_dtype_and_another_dtype_warns(recordings, tmp_path):
+    """`record` writes the dtype the target ran in; a recording made in another dtype than the
+    kit's reference loop runs the target in warns when it stands in for the target
+    (DtypeMismatchWarning) and every result computed from it says so; the same dtype is silent."""
+    import shutil
+    import warnings
+
+    from eagle_nb.loop.recording import DtypeMismatchWarning, Recording
+    assert Recording(recordings[1]).target_dtype == "float32"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DtypeMismatchWarning)
+        RecordedPair(recordings[1], device="cpu")
+    other = tmp_path / "bf16"
+    shutil.copytree(recordings[1], other)
+    index = json.loads((other / "recording.json").read_text())
+    index["target_dtype"] = "bfloat16"          # as `record --engine vllm --dtype auto` on a CPU
+    (other / "recording.json").write_text(json.dumps(index))
+    with pytest.warns(DtypeMismatchWarning, match="target in bfloat16, compared with the kit's reference loop"):
+        rp = RecordedPair(other, device="cpu")
+    res = rp.run(["r000000"], Setting(depth=4, max_new_tokens=NEW))
+    assert any("recorded with the target in bfloat16" in n for n in res.notes)

@@ -1,5 +1,7 @@
-"""Recordings and offline replay: τ from recorded target features equals the live loop's exactly;
-public tools' teacher-forced files are read safely and labelled as estimates."""
+"""Recordings and computing from them: τ from recorded target features (through the one door,
+`RecordedPair`) equals the live loop's exactly, as does the step-by-step reference
+(`loop.replay.replay_reference`); public tools' teacher-forced files are read safely and labelled
+as estimates."""
 from __future__ import annotations
 
 import json
@@ -14,14 +16,24 @@ from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.cli.main import main as cli_main
 from eagle_nb.loop.recording import Recording, record, record_one
 from eagle_nb.loop.records import RecordingError
-from eagle_nb.loop.replay import replay
-from helpers import code_prompts
+from eagle_nb.experiment.recorded_pair import RecordedPair
+from eagle_nb.experiment.setting import Setting
+from eagle_nb.loop.metrics import from_stats
+from eagle_nb.loop.replay import replay_reference
+from helpers import code_prompts, plant
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.model.targets import load_target
 from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
 from helpers import peak_rss_mb
 
 LAYERS = list(eagle3_layers(8))        # the shipped format-A drafter reads the EAGLE defaults
+
+
+def replay(path, depth, max_new_tokens=None, drafter=CODE_DRAFTER, check_greedy=False, dtype=None):
+    """The recording computed through the one door (all its records, in order)."""
+    rp = RecordedPair(path, drafter, CODE_TARGET, device="cpu", check_greedy=check_greedy, dtype=dtype)
+    n = max_new_tokens or rp.recording.meta["max_new_tokens"]
+    return rp.run(rp.prompts(), Setting(depth=depth, max_new_tokens=n), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -42,18 +54,20 @@ def shipped_recording(pair, tmp_path_factory):
 
 
 def test_replay_equals_live_loop_at_every_depth(pair, shipped_recording):
-    """Shipped pair, 4 prompts x 40 tokens: at every depth 1..8 the replayed accept counts and
-    tokens equal the live loop's, prompt by prompt."""
+    """Shipped pair, 4 prompts x 40 tokens: at every depth 1..8 the accept counts and tokens
+    computed from the recording (the one pass, and the step-by-step reference) equal the live
+    loop's, prompt by prompt."""
     model, tok, drafter = pair
     path, ids = shipped_recording
     for k in range(1, 9):
-        res = replay(drafter, path, depth=k, progress=False)
+        res = replay(path, depth=k, dtype=drafter.fc.weight.dtype)
+        ref = replay_reference(drafter, Recording(path), k, 40)
         assert not res.estimate
-        for x, st in zip(ids, res.stats):
+        for x, st, rs in zip(ids, res.stats, ref):
             _, live = generate(model, drafter, x, depth=k, max_new_tokens=40, layer_ids=LAYERS,
                                eos_token_id=tok.eos_token_id)
-            assert st.accept_counts == live.accept_counts, f"depth {k}"
-            assert st.tokens == live.tokens, f"depth {k}"
+            assert st.accept_counts == live.accept_counts == rs.accept_counts, f"depth {k}"
+            assert st.tokens == live.tokens == rs.tokens, f"depth {k}"
 
 
 def test_recording_holds_greedy_output_and_captured_states(pair, shipped_recording):
@@ -87,16 +101,14 @@ def test_record_with_device_map_equals_plain(pair, tmp_path):
 def test_replay_refuses_what_the_recording_cannot_answer(pair, shipped_recording, tmp_path):
     """Depth beyond the lookahead, other layer ids, a budget beyond the recording, a missing
     shard: each a RecordingError naming the fault."""
-    _, _, drafter = pair
     path, _ = shipped_recording
     with pytest.raises(RecordingError, match="lookahead 8"):
-        replay(drafter, path, depth=9, progress=False)
+        replay(path, depth=9)
     with pytest.raises(RecordingError, match="max_new_tokens=60"):
-        replay(drafter, path, depth=4, max_new_tokens=60, progress=False)
-    other = load_drafter(CODE_DRAFTER, CODE_TARGET)
-    other.config.aux_layer_ids = [1, 4, 5]
+        replay(path, depth=4, max_new_tokens=60)
+    other = plant(tmp_path, src=CODE_DRAFTER, config=lambda c: c.update(eagle_aux_hidden_state_layer_ids=[1, 4, 5]))
     with pytest.raises(RecordingError, match=r"recorded HF layer ids \[2, 4, 5\].*\[1, 4, 5\]"):
-        replay(other, path, depth=2, progress=False)
+        replay(path, depth=2, drafter=other)
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "recording.json").write_text((path / "recording.json").read_text())
@@ -121,35 +133,31 @@ def test_specforge_files_replay_as_labelled_estimates(pair, shipped_recording, t
     """SpecForge .ckpt samples made from the recording replay to the same accept counts (bf16
     features: up to rare near-ties) and are labelled an estimate; a file holding a pickled object is
     refused, never unpickled."""
-    _, _, drafter = pair
     path, _ = shipped_recording
     sf = _as_specforge(path, tmp_path / "sf")
-    ours = replay(drafter, path, depth=3, max_new_tokens=30, progress=False)
-    theirs = replay(drafter, sf, depth=3, max_new_tokens=30, progress=False)
+    ours = replay(path, depth=3, max_new_tokens=30)
+    theirs = replay(sf, depth=3, max_new_tokens=30)
     assert theirs.estimate and "ESTIMATE" in theirs.report_text()
     same = sum(a.accept_counts == b.accept_counts for a, b in zip(ours.stats, theirs.stats))
     assert same >= 3, (ours.metrics.accept_length, theirs.metrics.accept_length)
     assert abs(ours.metrics.accept_length - theirs.metrics.accept_length) < 0.1
     # with the target's lm_head (read lazily) the text is checked against the target's greedy
     # choice: the recorded greedy text agrees everywhere, so tau is exact; one changed token is not
-    from eagle_nb.io.target_parts import TargetParts
-    head = TargetParts(CODE_TARGET).lm_head()
-    checked = replay(drafter, sf, depth=3, max_new_tokens=30, progress=False, lm_head=head)
+    checked = replay(sf, depth=3, max_new_tokens=30, check_greedy=True)
     assert not checked.estimate and any("100.0%" in n for n in checked.notes), checked.notes
     first = sorted(sf.glob("*.ckpt"))[0]
     d = torch.load(first, weights_only=True)
     d["input_ids"][-5] = (d["input_ids"][-5] + 1) % 4096
     torch.save(d, first)
-    assert replay(drafter, sf, depth=3, max_new_tokens=30, progress=False, lm_head=head).estimate
+    assert replay(sf, depth=3, max_new_tokens=30, check_greedy=True).estimate
     bad = _as_specforge(path, tmp_path / "bad", pickled_object=True)
     with pytest.raises(RecordingError, match="weights_only=True"):
-        replay(drafter, bad, depth=3, progress=False)
+        replay(bad, depth=3)
 
 
 def test_speculators_files_are_read(pair, shipped_recording, tmp_path):
     """speculators samples, old (.pt, list of layers + last layer) and new (hs_*.safetensors),
     replay to exactly the accept counts of our recording at fp32."""
-    _, _, drafter = pair
     path, _ = shipped_recording
     (tmp_path / "pt").mkdir()
     (tmp_path / "st").mkdir()
@@ -161,9 +169,9 @@ def test_speculators_files_are_read(pair, shipped_recording, tmp_path):
                    tmp_path / "pt" / f"data_{i}.pt")
         save_file({"token_ids": r.input_ids[:T], "hidden_states": torch.stack(layers, 1).contiguous(),
                    "loss_mask": mask}, str(tmp_path / "st" / f"hs_{i}.safetensors"))
-    ours = replay(drafter, path, depth=4, max_new_tokens=30, progress=False)
+    ours = replay(path, depth=4, max_new_tokens=30)
     for d in ("pt", "st"):
-        theirs = replay(drafter, tmp_path / d, depth=4, max_new_tokens=30, progress=False)
+        theirs = replay(tmp_path / d, depth=4, max_new_tokens=30)
         assert theirs.estimate
         assert [s.accept_counts for s in theirs.stats] == [s.accept_counts for s in ours.stats]
 
@@ -182,9 +190,9 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
                   "--max-new-tokens", "16", "--json"])
     assert e.value.code == 0
     out = json.loads(capsys.readouterr().out)
-    drafter = load_drafter(CODE_DRAFTER, CODE_TARGET)
-    api = replay(drafter, tmp_path / "rec", depth=3, progress=False)
-    assert out["accept_length"] == api.metrics.accept_length and out["tau_is_estimate"] is False
+    drafter = load_drafter(CODE_DRAFTER, CODE_TARGET, dtype=torch.float32)
+    ref = from_stats(replay_reference(drafter, Recording(tmp_path / "rec"), 3, 16))
+    assert out["accept_length"] == ref.accept_length and out["tau_is_estimate"] is False
     # a fault the recording answers is measured on it; one it cannot is refused with the reason
     with pytest.raises(SystemExit) as e:
         cli_main(["speculate", "--features", str(tmp_path / "rec"), "--ablate", "d2t-absolute",
@@ -213,7 +221,7 @@ def test_replay_equals_live_loop_all_code_prompts(pair, tmp_path):
     path = record(model, ids, tmp_path / "r", LAYERS, max_new_tokens=64, lookahead=8,
                   eos_token_id=tok.eos_token_id, progress=False)
     for k in range(1, 9):
-        res = replay(drafter, path, depth=k, progress=False)
+        res = replay(path, depth=k, dtype=drafter.fc.weight.dtype)
         for x, st in zip(ids, res.stats):
             _, live = generate(model, drafter, x, depth=k, max_new_tokens=64, layer_ids=LAYERS,
                                eos_token_id=tok.eos_token_id)

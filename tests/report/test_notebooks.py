@@ -292,7 +292,7 @@ def test_05_engine_agrees_with_reference_and_ablation(built):
     on the shipped pair and of the kit's ablation on the broken checkpoint, and its log was read.
     Without one, the notebook ran the reference side and recorded that the engine did not run."""
     from eagle_nb.engines import engine_unavailable_reason
-    from eagle_nb.engines.compare import GREEDY_TAU_TOL
+    from eagle_nb.engines.comparison import GREEDY_TAU_TOL
     r = rec(built, "05_engine_vs_reference")
     from eagle_nb.engines import llama_unavailable_reason
     lc = r["llama_cpp"]                          # section 4: llama.cpp, when llama-server exists

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from eagle_nb.engines.endpoint import Counters
-from eagle_nb.engines.engine_run import ENGINES, run_on_engine, unavailable_reason
+from eagle_nb.engines import registry
+from eagle_nb.engines.engine_run import run_on_engine, unavailable_reason
+from eagle_nb.engines.metrics import Counters
 from eagle_nb.loop.metrics import (
     AcceptanceMetrics,
     acceptance_metrics,
@@ -43,7 +44,7 @@ def reference_run(pair, prompts, *, depth, max_new_tokens, temperature, seed, ab
 
 
 def metrics_from_counters(c: Counters, depth: int) -> AcceptanceMetrics:
-    """A counter delta (vLLM) -> the kit's AcceptanceMetrics, via the exact histogram."""
+    """A counter delta (vLLM's counter names) -> the kit's AcceptanceMetrics, via the exact histogram."""
     n = int(round(c.num_drafts))
     if n <= 0:
         raise ValueError("the engine counted no drafts in this run (speculation off, or no decode step)")
@@ -92,7 +93,7 @@ def agreement(ref_ids, eng_ids) -> dict:
 class Comparison:
     setting: dict
     reference: AcceptanceMetrics
-    engine: AcceptanceMetrics | None          # None when the engine gives no counters (SGLang)
+    engine: AcceptanceMetrics | None          # None when the engine gives no counters (gauges only)
     engine_counters: Counters
     agreement: dict
     tolerance: dict
@@ -184,12 +185,16 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             server=None, engine_drafter=None, pair=None, n_prompts: int | None = None,
             tau_tol: float | None = None, pos_tol: float | None = None,
             startup_timeout: float = 900.0, missing_engine: str = "raise",
-            server_kw: dict | None = None, engine: str = "vllm") -> Comparison:
+            server_kw: dict | None = None, engine: str = "vllm", broken: str | None = None) -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
-    running VllmServer / LlamaServer), `url` (a server someone else runs), or else an `engine`
-    server ("vllm", or "llama.cpp": HF directories converted to GGUF, GGUF files served as they
-    are) launched here for `target` + (`engine_drafter` or `drafter`) and stopped afterwards.
+    running server of the registry's, e.g. VllmServer / LlamaServer), `url` (a server someone else
+    runs), or else a server of `engine` (a registry name: "vllm"; "llama.cpp" converts HF
+    directories to GGUF and serves GGUF files as they are) launched here, in the entry's dtype, for
+    `target` + (`engine_drafter` or `drafter`, default the shipped drafter file the engine reads)
+    and stopped afterwards. `broken` (a fault name): the engine serves a copy of that drafter with the
+    fault written the engine's way (its entry's `write_broken`) and the reference loop switches the
+    same fault on.
     `missing_engine="reference-only"` (notebooks): when no engine environment exists and no server
     or URL is given, return the reference side alone, verdict_kind "not-run" with the reason."""
     if missing_engine not in ("raise", "reference-only"):
@@ -197,13 +202,15 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     if engine_drafter is not None and (url is not None or server is not None):
         raise ValueError("engine_drafter applies to a server launched here; a running server or URL "
                          "already serves its own drafter")
-    engine = getattr(server, "engine", engine)          # a LlamaServer says what it is
+    engine = getattr(server, "engine", None) or engine    # a server says which engine it is
+    e = registry.entry(engine)
     from eagle_nb.experiment.pair import Pair, shipped_prompts
-    from eagle_nb.io.paths import (
-        SHIPPED_DRAFTER,
-        SHIPPED_DRAFTER_SPECULATORS,
-        SHIPPED_TARGET,
-    )
+    from eagle_nb.io.paths import SHIPPED, SHIPPED_TARGET
+    default = getattr(SHIPPED, e.shipped_drafter)       # the shipped drafter file this engine reads
+    if broken is not None:
+        engine_drafter = broken_copy(e, broken, engine_drafter or drafter or default, target or SHIPPED_TARGET,
+                                     launched=url is None and server is None)
+        ablations = tuple(ablations) + ((broken,) if broken not in ablations else ())
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
@@ -217,25 +224,23 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                                "engine_kind": engine},
                               ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
-    default = SHIPPED_DRAFTER if engine == "llama.cpp" else SHIPPED_DRAFTER_SPECULATORS
     run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                         url=url, server=server, target=target or SHIPPED_TARGET,
                         drafter=engine_drafter or drafter or default, depth=depth,
                         startup_timeout=startup_timeout, server_kw=server_kw)
     delta, out, log = run.counters, run.outputs, run.log
-    if engine == "llama.cpp" and temperature:
-        notes.append("llama.cpp accepts a draft token while it equals the target's sampled token "
-                     "(common_sampler_sample_and_accept_n), not by rejection sampling: at T > 0 its "
-                     "acceptance is not the reference loop's quantity")
+    if e.sampling_note and temperature:
+        notes.append(e.sampling_note)
     warns = [] if run.launched_here else [CONCURRENCY_WARNING]
     got = sum(len(o) for o in out if o is not None)
     if delta.generation_tokens and got and delta.generation_tokens > got:
         warns.append(f"the server generated {delta.generation_tokens:.0f} tokens between the scrapes, "
                      f"this run asked for {got}: other traffic is mixed into these counters")
-    eng = metrics_from_counters(delta, depth) if delta.engine in ENGINES else None
-    if delta.engine == "sglang":
-        notes.append("SGLang exposes gauges of its last log interval, not counters: "
-                     f"{delta.gauges}; read its decode log with `parse_log` for acceptance over time")
+    counted = delta.engine in registry.names() and registry.entry(delta.engine).counts
+    eng = metrics_from_counters(delta, depth) if counted else None
+    if delta.gauges:
+        notes.append(f"{delta.engine} exposes gauges of its last log interval, not counters: "
+                     f"{delta.gauges}; read its log with `parse_log` for acceptance over time")
     kind, verdict, tol = judge(ref, eng, temperature, tau_tol, pos_tol)
     for w in warns:
         warnings.warn(w, stacklevel=2)
@@ -246,6 +251,18 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s}
     return Comparison(setting, ref, eng, delta, agreement(ref_ids, out), tol, kind, verdict, warns,
                       notes, log)
+
+
+def broken_copy(e, fault: str, src, target, launched: bool):
+    """A copy of drafter `src` with `fault` written the way engine `e` reads it (a temporary path)."""
+    import tempfile
+    from pathlib import Path
+    if not launched:
+        raise ValueError("broken= applies to a server launched here; a running server or URL serves its own drafter")
+    can = e.broken_faults() if e.broken_faults else ()
+    if fault not in can:
+        raise ValueError(f"{e.label} gets no broken drafter for {fault!r}; it can be shown: {list(can)}")
+    return e.write_broken(src, Path(tempfile.mkdtemp(prefix="eagle_nb_broken_")) / fault, fault, target)
 
 
 def side_by_side(comparisons: dict) -> pd.DataFrame:
