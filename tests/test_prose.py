@@ -61,20 +61,22 @@ PEER_FILES = {
     "scripts/train_eagle3.py", "scripts/train_eagle3_online.py", "scripts/prepare_hidden_states.py",
     # huggingface/transformers, ggml-org/llama.cpp, pytorch-labs/gpt-fast
     "modeling_auto.py", "utils/generic.py", "convert_hf_to_gguf.py", "conversion/llama.py", "generate.py",
+    # the engines' knobs and rejection samplers (docs/profile.md, docs/metrics.md, loop/knobs.py)
+    "python/sglang/srt/speculative/eagle_info.py", "python/sglang/srt/environ.py", "speculative/spec_utils.py",
+    "vllm/config/speculative.py", "vllm/config/observability.py", "vllm/engine/arg_utils.py",
+    "vllm/v1/metrics/stats.py", "vllm/v1/sample/rejection_sampler.py", "vllm/v1/spec_decode/utils.py",
+    "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py", "vllm/v1/spec_decode/llm_base_proposer.py",
+    "tensorrt_llm/_torch/speculative/interface.py",
+    # NVIDIA Model-Optimizer (the speculation-profile schema, docs/profile.md)
+    "ar_validate.py", "examples/specdec_bench/specdec_bench/speculation_profile.py", "protocol.py",
 }
 # Dotted names in prose that are variables of someone else's code, not our modules.
-PROSE_NAMES = {"hidden_states.shape"}      # SGLang's tensor (docs/drafter.md)
+PROSE_NAMES = {"hidden_states.shape",      # SGLang's tensor (docs/drafter.md)
+               "inspect.getdoc",           # the standard library's (io/long_documents.py)
+               "vllm.entrypoints.openai.api_server",   # vLLM's server module (engines/vllm.py)
+               "metrics.speculative_decoding"}         # vLLM's counter prefix (loop/profile_engines.py)
 # Files another change owns; the stale names they hold are fixed there.
-KNOWN_STALE = {
-    "eagle_nb/doctor/run.py": "`session.Pair` (now experiment/pair.py `Pair`); the doctor is being "
-                              "restructured (issue 29 item 1)",
-    "eagle_nb/loop/replay.py": "`speculate.generate` (now loop/chain.py `generate`); recordings and "
-                               "replay are being restructured (issue 29 item 3)",
-    "eagle_nb/loop/recording.py": "`speculate.greedy_reference` (now loop/chain.py); recordings are "
-                                  "being restructured (issue 29 item 3)",
-    "notebooks/06_doctor.ipynb": "cites `eagle_nb/ranking.py` (now eagle_nb/doctor/ranking.py); the "
-                                 "notebooks are being rewritten",
-}
+KNOWN_STALE: dict[str, str] = {}
 EXTENSIONS = {"json", "jsonl", "py", "md", "txt", "safetensors", "bin", "gguf", "log", "html", "ipynb",
               "toml", "yaml", "cfg", "sh", "pt", "csv", "png", "svg"}
 PY_PATH = re.compile(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.py)\b")

@@ -27,7 +27,7 @@ from eagle_nb.model.config import (
 from eagle_nb.model.drafter import Eagle3Drafter
 from eagle_nb.model.layers import to_hf
 
-FORMATS = ("eagle", "sglang", "speculators")
+from eagle_nb.checkpoints.formats import FORMATS  # noqa: E402,F401 - re-exported
 
 
 # checkpoint key -> our key; None drops the key. `{}` is the rest of the name.

@@ -10,6 +10,8 @@ import re
 
 from eagle_nb.model.config import DrafterConfig
 
+FORMATS = ("eagle", "sglang", "speculators")      # the drafter-directory formats (detect.py tells them apart)
+
 # Keys trainers leave in a drafter file that are not drafter state: loading drops them with a
 # warning that names them. Anything else unexpected (above all under the drafter's own names:
 # midlayer., layers.0., fc., norm., lm_head.) stays an error.

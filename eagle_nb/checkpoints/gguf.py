@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from eagle_nb.checkpoints.gguf_read import inspect_gguf, is_gguf
 from eagle_nb.io.files import read_json_object
 from eagle_nb.model.layers import eagle3_layers
 
@@ -40,6 +39,7 @@ class GgufReport(dict):
 
 
 def inspect(path, target_config=None) -> GgufReport:
+    from eagle_nb.checkpoints.gguf_read import inspect_gguf
     return GgufReport(inspect_gguf(path, target_config))
 
 
@@ -64,6 +64,7 @@ def write(src, dst, *, target=None, force: bool = False, fault: str | None = Non
     else:
         out = write_drafter_gguf(src, dst, target, fault=fault, force=force)
         role = "drafter" + (f" (planted fault: {fault})" if fault else "")
+    from eagle_nb.checkpoints.gguf_read import inspect_gguf
     rep = inspect_gguf(out)
     lines = [f"wrote {role} GGUF to {out} ({out.stat().st_size / 2**20:.1f} MiB, "
              f"{len(rep['tensors'])} tensors, float32)"]
@@ -82,6 +83,7 @@ def checks(path, target_cfg: dict | None) -> list[tuple]:
     """The doctor's check rows for a GGUF drafter. `target_cfg`: the target's text config, or None."""
     tc = None if target_cfg is None else SimpleNamespace(
         **{k: target_cfg.get(k) for k in ("num_hidden_layers", "hidden_size", "vocab_size")})
+    from eagle_nb.checkpoints.gguf_read import inspect_gguf
     rep = inspect_gguf(path, tc if tc is not None and tc.num_hidden_layers else None)
     if rep["role"] != "drafter":
         return [check("format", "fail", "an eagle3 GGUF drafter",
@@ -125,4 +127,6 @@ def _aux_ids(ids, L) -> tuple:
                  "write the ids the drafter was trained on, in HF hidden_states convention")
 
 
-detect = is_gguf
+def detect(path) -> bool:
+    from eagle_nb.checkpoints.gguf_read import is_gguf
+    return is_gguf(path)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from eagle_nb.checkpoints import gguf
-from eagle_nb.checkpoints.detect import FORMATS, detect_format, read_config
+from eagle_nb.checkpoints.formats import FORMATS
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class CheckpointFormat:
 
 def _directory(name: str, what: str) -> CheckpointFormat:
     def detect(path) -> bool:
+        from eagle_nb.checkpoints.detect import detect_format, read_config
         p = Path(path)
         return p.is_dir() and (p / "config.json").is_file() and detect_format(read_config(p)) == name
 
@@ -78,6 +79,7 @@ def of_path(path) -> CheckpointFormat:
     for f in REGISTRY:
         if f.detect(path):
             return f
+    from eagle_nb.checkpoints.detect import detect_format, read_config
     return BY_NAME[detect_format(read_config(Path(path)))]     # raises, naming what is wrong
 
 

@@ -16,7 +16,7 @@ ENGINES = ["vllm", "sglang", "trtllm"]
 
 def add_parser(sub):
     p = options.command(
-        sub, "profile", help="a drafter's speculation profile, and the engines' knobs from it",
+        sub, "profile", help="a drafter's speculation profile and the engines' knobs",
         description="measure a drafter's speculation profile (speculation_profile.json, NVIDIA\n"
                     "Model-Optimizer's schema) on the pair, a recording or an engine's output,\n"
                     "and print the engines' synthetic-acceptance settings from it",

@@ -34,7 +34,7 @@ def add_parser(sub):
                         "candidates for a tree")
     options.max_new_tokens(p, 32)     # as the notebooks
     options.temperature(p)
-    from eagle_nb.loop.verify_rules import VERIFY_RULES
+    from eagle_nb.model.config import VERIFY_RULES
     p.add_argument("--verify-rule", choices=VERIFY_RULES, default=None,
                    help="how drafts are verified at --temperature > 0 (chains): argmax = argmax "
                         "drafts, rejection against one-hot draft probabilities (vLLM's default "

@@ -1,6 +1,6 @@
 """The fault catalogue as a measured table: every switchable fault of the registry (faults.FAULTS) run
 on a pair at depth k, greedy and T = 1, beside the healthy pair, plus the crash-only faults with the
-exact error text (crashes.py), and which static check of the doctor sees each one (each entry's
+exact error text (engines/crashes.py), and which static check of the doctor sees each one (each entry's
 `static`). The measuring loop is the doctor's (measure.py).
 
 `python -m eagle_nb.doctor.catalogue [--out FILE.json] [--markdown]` regenerates it on the shipped pair;

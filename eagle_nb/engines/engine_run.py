@@ -2,7 +2,7 @@
 server launched here and stopped afterwards, a running `server`, or a `url`), with the acceptance
 counters scraped before and after and the server's log parsed. Everything engine-specific (how
 its server starts, how prompts are sent, when its counters and log have caught up) is its entry's
-(registry.py). `compare.py` puts the result beside the reference loop. Knows servers and
+(registry.py). `comparison.py` puts the result beside the reference loop. Knows servers and
 endpoints; no models.
 """
 from __future__ import annotations

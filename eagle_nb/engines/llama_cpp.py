@@ -1,5 +1,5 @@
 """llama.cpp's `llama-server` with an EAGLE-3 drafter (`--spec-type draft-eagle3`), as a child
-process group the kit owns (`LlamaServer`, the lifecycle of `server.VllmServer`), fed GGUF files
+process group the kit owns (`LlamaServer`, the lifecycle of `server.Server`), fed GGUF files
 the kit writes from HF checkpoints (`checkpoints/gguf_write.py`), and asked for greedy
 completions of token-id prompts one request at a time.
 
@@ -130,7 +130,7 @@ class LlamaServer(Server):
     def __init__(self, target, drafter, depth: int = 4, *, binary=None, fault: str | None = None,
                  threads: int | None = None, ctx: int = 2048, extra_args=(), startup_timeout: float = 300.0,
                  dtype: str | None = None, **kw):
-        self.target_gguf = as_gguf(target, "target")          # written float32 (gguf_write.py)
+        self.target_gguf = as_gguf(target, "target")          # written float32 (checkpoints/gguf_write.py)
         self.drafter_gguf = as_gguf(drafter, "drafter", target=target, fault=fault)
         cmd = llama_command(llama_server_binary(binary), self.target_gguf, self.drafter_gguf, depth,
                             threads=threads, ctx=ctx, extra_args=extra_args)
@@ -252,7 +252,7 @@ def run_complete(url: str, ids, max_new_tokens: int, temperature: float, seed):
 
 
 def write_broken(src, dst, fault: str, target=None) -> Path:
-    """A GGUF drafter with `fault` planted (gguf_write.py: layer ids shifted, d2t offsets as ids)."""
+    """A GGUF drafter with `fault` planted (checkpoints/gguf_write.py: layer ids shifted, d2t offsets as ids)."""
     from eagle_nb.checkpoints.registry import entry
     return entry("gguf").write(src, dst, target=target, fault=fault, force=True)[0]
 

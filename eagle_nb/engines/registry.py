@@ -3,7 +3,7 @@ module (vllm.py, sglang.py, llama_cpp.py), in the order logs are read (the first
 lines a log holds is the one observed).
 
 Every consumer looks engines up here: the log and metrics readers (logs.py, metrics.py), the
-observation the doctor ranks (observation.py), `engine compare` (engine_run.py, compare.py), the
+observation the doctor ranks (observation.py), `engine compare` (engine_run.py, comparison.py), the
 CLI's `--engine` choices and `record --engine`. Adding an engine is one module plus one row;
 `registered(...)` adds entries for the duration of a `with` block (tests). Knows the table only.
 """

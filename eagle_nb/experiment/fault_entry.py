@@ -3,7 +3,7 @@
 Four kinds: a `switch` is simulated by the kit's loop (`apply` transforms the `Wiring`); a `crash`
 only makes an engine fail (`crash`: the error text and how to recognise it in a log); a `static`
 fault is a property of the files that only the doctor's static checks see; a `serving` fault only
-an engine has, and the kit measures it by another entry's signature (`serving.signature_of`).
+an engine has, and the kit measures it by another entry's signature (its `Serving.signature_of`).
 Every entry says whether a static check sees it (`static`, required: `NO_STATIC_TRACE` says "none"
 explicitly), so a missing fact is an error when the registry is built, never a silent "no". An
 entry that can happen on the serving path to files that pass every check says how (`serving`:
@@ -137,7 +137,7 @@ class Fault:
         if (self.kind == CRASH) != (self.crash is not None):
             why.append("a crash (and only a crash) has `crash`")
         if self.kind == SERVING and (self.serving is None or not self.serving.signature_of):
-            why.append("a serving fault is measured by another's signature: give serving.signature_of")
+            why.append("a serving fault is measured by another's signature: give Serving.signature_of")
         if (self.panel or self.toggle or self.layer_shift or self.probe) and self.kind != SWITCH:
             why.append("only a switch can be shown, toggled, shifted or probed")
         if why:

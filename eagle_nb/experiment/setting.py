@@ -44,7 +44,7 @@ class Setting:
         set_(self, "num_draft_tokens", resolve_num_draft_tokens(self.depth, self.topk,
                                                                 self.num_draft_tokens))
         if self.verify_rule is not None:
-            from eagle_nb.loop.verify_rules import check_rule
+            from eagle_nb.model.config import check_rule
             check_rule(self.verify_rule)
             if self.is_tree:
                 raise ValueError(f"verify_rule {self.verify_rule!r} applies to chains; a tree (topk "

@@ -5,7 +5,7 @@ A recording is a directory: `recording.json` (target name, HF layer ids, widths,
 record) plus safetensors shards holding, per record, `<name>.input_ids` (prompt + greedy
 continuation, int64), `<name>.aux` (the aux states at every position that was fed to the target,
 layers concatenated in ascending HF id order) and optionally `<name>.final` (the final, post-norm
-hidden state). The continuation is decoded exactly as `speculate.greedy_reference` decodes (one
+hidden state). The continuation is decoded exactly as `loop/chain.py` `greedy_reference` decodes (one
 token per forward, HF cache), for `max_new_tokens + lookahead` tokens and without stopping at EOS,
 so that a replay at depth <= lookahead sees every target token a live loop would verify.
 

@@ -5,7 +5,7 @@ SGLang printed the rate as `accept_len / num_draft_tokens` (PR #13212 to #23530)
 #23530, as accepted drafts / proposed drafts = `(accept_len - 1) / (num_draft_tokens - 1)` for a
 chain. Both numbers are rounded to two decimals; `infer_sglang_formula` tries every plausible
 `num_draft_tokens` and keeps the one formula that explains every line. The engine-log reader
-(engines/logs.py) and the doctor's observation reader (doctor/observed.py) both use it.
+(engines/logs.py) and the doctor's observation reader (engines/observation.py) both use it.
 Knows log numbers only.
 """
 from __future__ import annotations

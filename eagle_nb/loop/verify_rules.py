@@ -25,22 +25,15 @@ from __future__ import annotations
 
 import torch
 
-ARGMAX, SAMPLED, STRICT = "argmax", "sampled", "strict"
-VERIFY_RULES = (ARGMAX, SAMPLED, STRICT)
-DEFAULT_RULE = SAMPLED       # the kit's chain loop before rules were selectable (the papers)
-# What each rule is called where it is implemented (docs/metrics.md cites the files).
-ENGINE_NAMES = {
-    ARGMAX: "vLLM speculative_config draft_sample_method='greedy' (default), rejection_sample_method='standard'",
-    SAMPLED: "vLLM draft_sample_method='probabilistic'; SGLang >= PR #26312; Leviathan/Chen rejection sampling",
-    STRICT: "exact match against the target's sample: vLLM Model Runner V2 before PR #40651; llama.cpp",
-}
-
-
-def check_rule(rule: str) -> str:
-    if rule not in VERIFY_RULES:
-        raise ValueError(f"unknown verify rule {rule!r}; choose from {list(VERIFY_RULES)} "
-                         f"(docs/metrics.md, 'Verify rules')")
-    return rule
+from eagle_nb.model.config import (  # noqa: F401 - the rules' names live with the plain names
+    ARGMAX,
+    DEFAULT_RULE,
+    ENGINE_NAMES,
+    SAMPLED,
+    STRICT,
+    VERIFY_RULES,
+    check_rule,
+)
 
 
 def drafts_argmax(rule: str) -> bool:

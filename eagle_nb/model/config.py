@@ -20,6 +20,23 @@ FEATURES_AUX = "aux"              # healthy: the captured aux layers, concatenat
 FEATURES_FINAL = "final-hidden"   # fault: the target hands over its final (post-norm) state (Ht)
 FEATURES_NONE = "none"            # target-only decoding: no features at all (greedy_reference)
 FEATURE_MODES = (FEATURES_AUX, FEATURES_FINAL, FEATURES_NONE)
+# verify rules at T > 0 (loop/verify_rules.py)
+ARGMAX, SAMPLED, STRICT = "argmax", "sampled", "strict"
+VERIFY_RULES = (ARGMAX, SAMPLED, STRICT)
+DEFAULT_RULE = SAMPLED       # the kit's chain loop before rules were selectable (the papers)
+# What each rule is called where it is implemented (docs/metrics.md cites the files).
+ENGINE_NAMES = {
+    ARGMAX: "vLLM speculative_config draft_sample_method='greedy' (default), rejection_sample_method='standard'",
+    SAMPLED: "vLLM draft_sample_method='probabilistic'; SGLang >= PR #26312; Leviathan/Chen rejection sampling",
+    STRICT: "exact match against the target's sample: vLLM Model Runner V2 before PR #40651; llama.cpp",
+}
+
+
+def check_rule(rule: str) -> str:
+    if rule not in VERIFY_RULES:
+        raise ValueError(f"unknown verify rule {rule!r}; choose from {list(VERIFY_RULES)} "
+                         f"(docs/metrics.md, 'Verify rules')")
+    return rule
 
 
 class ConfigError(ValueError):
