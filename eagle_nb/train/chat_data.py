@@ -12,7 +12,8 @@ hidden states over each whole conversation. Three resumable phases under one wor
    Q4_1 kernels chose differently is still labelled by the target the kit serves;
 3. `features/shard-NNNNN.safetensors`: per sequence the ids, where the answer starts, the fused
    aux states (fp16, HF layer ids of `eagle3_layers`), the final post-norm states (fp16) and the
-   target's argmax; one shard per `shard_size` sequences, skipped when present.
+   target's argmax; one shard per `shard_size` sequences, skipped when present with the same
+   sequences.
 
 Knows the target and tokenizer; nothing about the drafter or its loss (drafter_chat.py).
 """
@@ -23,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from tqdm.auto import tqdm
 
@@ -37,19 +39,25 @@ def render(tok, messages) -> list[int]:
 
 
 def requests_phase(work: Path, tok, n: int, seed: int) -> list[dict]:
+    """The first `n` requests of the stream, rendered; a file holding a shorter prefix of the same
+    stream (an earlier, smaller run) is extended, anything else is refused."""
     f = work / "requests.jsonl"
-    if not f.is_file():
+    have = [json.loads(line) for line in f.read_text().splitlines()] if f.is_file() else []
+    if len(have) < n:
         rows = training_requests(n, seed)
-        for i, r in enumerate(rows):
+        if [r["messages"] for r in have] != [r["messages"] for r in rows[:len(have)]]:
+            raise ValueError(f"{f} holds {len(have)} requests that are not the start of the recipe's "
+                             f"stream (seed {seed}): use another --work folder or delete this one")
+        for i, r in enumerate(rows[len(have):], len(have)):
             r["id"], r["prompt_ids"] = i, render(tok, r["messages"])
         tmp = f.with_suffix(".partial")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in have + rows[len(have):]))
         tmp.replace(f)
-    rows = [json.loads(line) for line in f.read_text().splitlines()]
-    if len(rows) != n:
-        raise ValueError(f"{f} holds {len(rows)} requests, the recipe asks for {n}: use another "
+        have = [json.loads(line) for line in f.read_text().splitlines()]
+    if len(have) != n:
+        raise ValueError(f"{f} holds {len(have)} requests, the recipe asks for {n}: use another "
                          f"--work folder or delete this one")
-    return rows
+    return have
 
 
 def _done(f: Path) -> dict[int, dict]:
@@ -137,8 +145,8 @@ def features_phase(work: Path, target, seqs: list[dict], layer_ids, shard_size: 
     for s in tqdm(starts, desc="target states (shards)"):
         p = d / f"shard-{s // shard_size:05d}.safetensors"
         paths.append(p)
-        if p.is_file():
-            continue
+        if p.is_file() and shard_ids(p) == {q["id"] for q in seqs[s:s + shard_size]}:
+            continue                      # a shard of a smaller run's last, partial chunk is redone
         chunk = sorted(seqs[s:s + shard_size], key=lambda q: len(q["ids"]))
         out = {}
         i = 0
@@ -164,6 +172,12 @@ def features_phase(work: Path, target, seqs: list[dict], layer_ids, shard_size: 
         save_file(out, p.with_suffix(".partial"))
         p.with_suffix(".partial").replace(p)
     return paths
+
+
+def shard_ids(path: Path) -> set[int]:
+    """The sequence ids a shard holds (its header only)."""
+    with safe_open(path, "pt") as f:
+        return {int(k.split(".")[0]) for k in f.keys()}
 
 
 def load_shards(paths) -> list[dict]:

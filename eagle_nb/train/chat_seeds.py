@@ -170,10 +170,15 @@ def _user(text: str, category: str, language: str = "en") -> dict:
     return {"messages": [{"role": "user", "content": text}], "category": category, "language": language}
 
 
+TEMPLATED = 1400     # requests from the templates above; the stream continues with broad_seeds.py
+
+
 def training_requests(n: int, seed: int = 0) -> list[dict]:
-    """`n` distinct chat requests, deterministic in `seed`, with a category and language each.
-    Categories are drawn in fixed shares: code 25%, arithmetic 20%, explanation 22%, chat 15%,
-    other languages 18%."""
+    """`n` distinct chat requests, deterministic in `seed`, with a category and language each; the
+    first `n` of a fixed stream, so a larger `n` extends a smaller one. The first `TEMPLATED` come
+    from the templates above (category shares: code 25%, arithmetic 20%, explanation 22%, chat
+    15%, other languages 18%), the rest from `broad_seeds` (topic lists in six languages, standard
+    library functions, arithmetic)."""
     rng = random.Random(seed)
     makers = [
         (0.25, "code", lambda: rng.choice(CODE_TEMPLATES).format(lang=rng.choice(CODE_LANGS),
@@ -185,7 +190,7 @@ def training_requests(n: int, seed: int = 0) -> list[dict]:
     ]
     out, seen = [], set()
     weights = [w for w, *_ in makers] + [0.18]
-    while len(out) < n:
+    while len(out) < min(n, TEMPLATED):
         i = rng.choices(range(len(weights)), weights)[0]
         if i < len(makers):
             _, cat, make = makers[i]
@@ -195,6 +200,14 @@ def training_requests(n: int, seed: int = 0) -> list[dict]:
         if text not in seen:
             seen.add(text)
             out.append(_user(text, cat, lang))
+    if n > TEMPLATED:
+        from eagle_nb.train.broad_seeds import broad_request, stdlib_functions
+        rng2, functions = random.Random(seed + 1000), stdlib_functions()
+        while len(out) < n:
+            text, cat, lang = broad_request(rng2, functions, arithmetic)
+            if text not in seen:
+                seen.add(text)
+                out.append(_user(text, cat, lang))
     return out
 
 

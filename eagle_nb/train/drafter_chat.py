@@ -17,7 +17,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -39,7 +39,7 @@ class ChatDrafterConfig:
     work: str = str(DATA_DIR / "_work" / "drafter")
     out: str = str(DATA_DIR / "drafter_eagle")
     seed: int = 0
-    requests: int = 1400
+    requests: int = 2600
     heldout_every: int = 25                # every 25th request is held out (the log's Test lines)
     max_new_tokens: int = 128
     sampled_every: int = 6                 # every 6th answer sampled at T = 0.8, the rest greedy
@@ -52,6 +52,11 @@ class ChatDrafterConfig:
     ttt_steps: int = 5
     batch_tokens: int = 1024
     epochs: int = 3
+    # more stages after the first: "requests:epochs", each continuing from the stage before with a
+    # fresh optimizer and schedule on the first `requests` requests (the first stage: the first
+    # stage_one_requests requests for `epochs` epochs)
+    stage_one_requests: int = 1400
+    later_stages: str = "2600:2"
     lr: float = 6e-4
     warmup: int = 50
     checkpoint_every: int = 25
@@ -154,6 +159,23 @@ def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids):
     return loss, acc
 
 
+def parse_stages(c: ChatDrafterConfig) -> list[tuple[int, int]]:
+    """[(requests, epochs)] of every stage: the first from `stage_one_requests`/`epochs`, the rest
+    from `later_stages` ("2600:2,..."); each stage's requests at most `requests`, none fewer than
+    the stage before."""
+    out = [(min(c.stage_one_requests, c.requests), c.epochs)]
+    for part in filter(None, c.later_stages.split(",")):
+        try:
+            n, e = (int(x) for x in part.split(":"))
+        except ValueError:
+            raise ValueError(f"--later-stages: {part!r} is not REQUESTS:EPOCHS") from None
+        if not out[-1][0] <= n <= c.requests or e < 1:
+            raise ValueError(f"--later-stages: {part!r} needs {out[-1][0]} <= requests <= "
+                             f"--requests {c.requests} and epochs >= 1")
+        out.append((n, e))
+    return out
+
+
 def lr_at(step: int, total: int, c: ChatDrafterConfig) -> float:
     return c.lr * min(1.0, (step + 1) / c.warmup) * 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
 
@@ -174,25 +196,29 @@ def evaluate(drafter, seqs, head, c) -> list[float]:
 
 
 def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig, work: Path,
-        log_f: Path, stop_after: int | None = None) -> int:
+        log_f: Path, stop_after: int | None = None, stage: int = 0, epoch0: int = 0,
+        epochs_total: int | None = None, log_before: list[str] | None = None) -> int:
     """Training-time test over `train` for `c.epochs` epochs, resuming from `work/train_state.pt`
     (a resumed run continues on the same batch order and optimizer state, so it ends where an
     uninterrupted run ends). `head(final)` gives the target's logits on the draft vocabulary.
     Writes the EAGLE-format log lines to `log_f` at the end of each epoch. `stop_after` ends
-    early after that many steps in all (tests interrupt with it). Returns the steps done."""
+    early after that many steps in all (tests interrupt with it). A later `stage` keeps its state
+    in `train_state-{stage}.pt`, numbers its epochs from `epoch0` out of `epochs_total` and writes
+    its log lines after `log_before`. Returns the steps done."""
     params = [p for p in drafter.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=c.lr, betas=(0.9, 0.95), weight_decay=0.0)
     d2t_ids = drafter.t2d.nonzero().flatten()
     flat = [(e, b) for e in range(c.epochs) for b in batches(train, c.batch_tokens, c.seed + e)]
     total = len(flat)
-    state_f = work / "train_state.pt"
-    step, log_lines, epoch_acc = 0, [], [[0, 0] for _ in range(c.ttt_steps)]
+    state_f = work / ("train_state.pt" if stage == 0 else f"train_state-{stage}.pt")
+    E = epochs_total or c.epochs
+    step, log_lines, epoch_acc = 0, list(log_before or []), [[0, 0] for _ in range(c.ttt_steps)]
     if state_f.is_file():
         st = torch.load(state_f, weights_only=True)
         drafter.load_state_dict(st["drafter"])
         opt.load_state_dict(st["opt"])
         step, log_lines, epoch_acc = st["step"], st["log"], st["epoch_acc"]
-    bar = tqdm(total=total, initial=step, desc="train drafter (TTT)")
+    bar = tqdm(total=total, initial=step, desc=f"train drafter (TTT, stage {stage + 1})")
     drafter.train()
     while step < total and (stop_after is None or step < stop_after):
         e, idx = flat[step]
@@ -214,9 +240,9 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
                         acc="/".join(f"{h / max(n, 1):.2f}" for h, n in epoch_acc))
         if step == total or flat[step][0] != e:                # end of an epoch: the log lines
             test = evaluate(drafter, held, head, c) if held else []
-            log_lines += [f"Train Epoch [{e + 1}/{c.epochs}], position {j},  Acc: {h / max(n, 1):.4f}"
+            log_lines += [f"Train Epoch [{epoch0 + e + 1}/{E}], position {j},  Acc: {h / max(n, 1):.4f}"
                           for j, (h, n) in enumerate(epoch_acc)]
-            log_lines += [f"Test Epoch [{e + 1}/{c.epochs}], position {j},  Acc: {a:.4f}"
+            log_lines += [f"Test Epoch [{epoch0 + e + 1}/{E}], position {j},  Acc: {a:.4f}"
                           for j, a in enumerate(test)]
             epoch_acc = [[0, 0] for _ in range(c.ttt_steps)]
             log_f.write_text("\n".join(log_lines) + "\n")
@@ -254,24 +280,38 @@ def train_chat_drafter(c: ChatDrafterConfig) -> dict:
     seqs = chat_data.load_shards(shards)
     held = [q for q in seqs if q["id"] % c.heldout_every == 0]
     train = [q for q in seqs if q["id"] % c.heldout_every != 0]
+    stages = parse_stages(c)
 
-    # 4. the draft vocabulary from the answers the target wrote (training requests only)
-    written = torch.cat([q["ids"][int(q["start"]):].long() for q in train])
+    # 4. the draft vocabulary from the answers the target wrote (the first stage's training requests)
+    first = [q for q in train if q["id"] < stages[0][0]]
+    written = torch.cat([q["ids"][int(q["start"]):].long() for q in first])
     d2t, t2d, coverage = build_vocab_map(written, target.config.vocab_size, c.draft_vocab_size)
+    every = torch.cat([q["ids"][int(q["start"]):].long() for q in train])
+    coverage_all = float(t2d[every].float().mean())
     print(f"draft vocabulary: {c.draft_vocab_size} of {target.config.vocab_size} ids cover "
-          f"{coverage:.1%} of the {len(written):,} answer tokens the target wrote")
+          f"{coverage:.1%} of the {len(written):,} answer tokens the target wrote in the first stage's "
+          f"requests, {coverage_all:.1%} of all {len(every):,} training answer tokens")
     drafter = new_drafter(target, d2t, t2d, c)
     head_w = target.lm_head.weight[t2d].detach().clone()                   # (Vd, H)
 
-    # 5. training-time test, checkpointed
+    # 5. training-time test, checkpointed, stage after stage
     log_f = out.parent / "drafter_train.log"
-    steps = fit(drafter, train, held, lambda final: final @ head_w.T, c, work, log_f)
+    total_epochs, steps, log, done = sum(e for _, e in stages), 0, [], 0
+    for i, (n_req, n_ep) in enumerate(stages):
+        part = [q for q in train if q["id"] < n_req]
+        part_held = [q for q in held if q["id"] < n_req]
+        steps += fit(drafter, part, part_held, lambda final: final @ head_w.T,
+                     replace(c, epochs=n_ep), work, log_f, stage=i, epoch0=done,
+                     epochs_total=total_epochs, log_before=log)
+        done += n_ep
+        log = log_f.read_text().splitlines() if log_f.is_file() else []
 
     # 6. format A (SafeAILab EAGLE layout; `make install` writes format C from it)
     drafter.config.aux_layer_ids = None          # format A: the EAGLE default {2, L//2, L-3}
     save_drafter(drafter, out, "eagle", dtype=getattr(torch, c.save_dtype))
     metrics = {"config": asdict(c), "layer_ids_hf": layer_ids, "answer_source": source,
-               "draft_vocab_coverage": coverage, "sequences": len(seqs), "train_sequences": len(train),
+               "draft_vocab_coverage": coverage, "draft_vocab_coverage_all_training": coverage_all,
+               "stages": [{"requests": n, "epochs": e} for n, e in stages], "sequences": len(seqs), "train_sequences": len(train),
                "heldout_sequences": len(held),
                "answer_tokens": sum(len(q["ids"]) - int(q["start"]) for q in seqs),
                "tokens": sum(len(q["ids"]) for q in seqs),
