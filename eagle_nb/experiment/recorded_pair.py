@@ -41,6 +41,14 @@ NeedsTarget = F.NeedsTarget
 REFERENCE_DTYPE = "float32"     # what the kit's reference loop runs the target in (CPU)
 
 
+
+def recorded_prompt(entry: dict):
+    """A record's prompt as the index keeps it: raw text, a `Chat` (its `messages`), or None."""
+    if entry.get("messages"):
+        from eagle_nb.io.prompts import Chat
+        return Chat.from_dicts(entry["messages"], f"record {entry.get('name')} messages")
+    return entry.get("prompt")
+
 class RecordedPair(Pair):
     """A drafter and a recording of its target (see the module docstring). Greedy chains only."""
 
@@ -108,7 +116,7 @@ class RecordedPair(Pair):
                 agree, checked, missing = agree + a, checked + c, missing + (r.final is None)
             self.records[name] = (P, T)
             self._by_ids[tuple(ids.tolist())] = name
-        self._by_text = {r["prompt"]: r["name"] for r in self.recording.meta["records"] if r.get("prompt")}
+        self._by_text = {p: r["name"] for r in self.recording.meta["records"] if (p := recorded_prompt(r))}
         if self.estimate:
             self.notes.append("features are teacher-forced on dataset text: tau is an ESTIMATE")
         if checked:
@@ -182,7 +190,7 @@ class RecordedPair(Pair):
         if path is not None:
             return super().prompts(n, path)
         names = list(self.records)[:n] if n else list(self.records)
-        texts = {r["name"]: r.get("prompt") for r in self.recording.meta.get("records", [])}
+        texts = {r["name"]: recorded_prompt(r) for r in self.recording.meta.get("records", [])}
         return [texts.get(name) or name for name in names]
 
     def record_by_ids(self, ids: torch.Tensor) -> str:

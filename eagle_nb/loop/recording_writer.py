@@ -21,6 +21,15 @@ FORMAT = "eagle_nb.recording"
 VERSION = 1
 
 
+
+def prompt_entry(prompt) -> dict:
+    """The index fields of a record's prompt: `prompt` (raw text) or `messages` (a chat's turns)."""
+    if prompt is None:
+        return {}
+    if hasattr(prompt, "as_dicts"):                     # io/prompts.py Chat
+        return {"messages": prompt.as_dicts()}
+    return {"prompt": prompt}
+
 class RecordingWriter:
     """`add()` records one prompt's (ids, aux[, final]); `close()` writes the last shard and the
     index. `layer_ids` are HF ids in ascending order, the order of `aux`'s column blocks.
@@ -58,10 +67,10 @@ class RecordingWriter:
         self._shard, self._size = {}, 0
 
     def add(self, input_ids: torch.Tensor, prompt_len: int, aux: torch.Tensor,
-            final: torch.Tensor | None = None, prompt: str | None = None) -> str:
+            final: torch.Tensor | None = None, prompt=None) -> str:
         """One record: `input_ids` (T,) prompt + continuation, `aux` (T-1, n*H) the states of every
-        fed position, `final` (T-1, H) post-norm or None, `prompt` the prompt's text (kept in the
-        index, so a replay can list what was recorded). Returns the record's name."""
+        fed position, `final` (T-1, H) post-norm or None, `prompt` the prompt's text or `Chat` (kept
+        in the index, so a replay can list what was recorded). Returns the record's name."""
         n_fed = input_ids.numel() - 1
         if aux.shape[0] != n_fed or (final is not None and final.shape[0] != n_fed):
             raise ValueError(f"record of {input_ids.numel()} tokens needs states for {n_fed} fed "
@@ -76,7 +85,7 @@ class RecordingWriter:
         self.index["dtype"] = str(aux.dtype).replace("torch.", "")
         self.index["records"].append({"name": name, "shard": self._shard_name(),
                                       "prompt_len": int(prompt_len), "length": int(input_ids.numel()),
-                                      **({"prompt": prompt} if prompt is not None else {})})
+                                      **prompt_entry(prompt)})
         self._size += sum(t.numel() * t.element_size() for t in tensors.values())
         if self._size >= self.shard_bytes:
             self._flush()

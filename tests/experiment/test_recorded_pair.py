@@ -159,3 +159,21 @@ def test_the_recording_says_its_dtype_and_another_dtype_warns(recordings, tmp_pa
         rp = RecordedPair(other, device="cpu")
     res = rp.run(["r000000"], Setting(depth=4, max_new_tokens=NEW))
     assert any("recorded with the target in bfloat16" in n for n in res.notes)
+
+
+def test_a_chat_is_kept_as_its_turns(tmp_path):
+    """`record --prompts` on chat requests (the real pair's prompt file): the index keeps each
+    request's turns as JSON, and the recording lists them back as `Chat`s."""
+    from eagle_nb.io.prompts import Chat
+    from eagle_nb.loop.recording_writer import RecordingWriter
+    chats = [Chat.user("Why is the sky blue?"), Chat.user("Bonjour !", system="Be brief.")]
+    w = RecordingWriter(tmp_path / "rec", [2, 4, 5], num_layers=8, max_new_tokens=2,
+                        lookahead=1, eos_token_id=None)
+    for i, c in enumerate(chats):
+        ids = torch.arange(5) + i
+        w.add(ids, 2, torch.zeros(4, 3 * 8), prompt=c)
+    w.close()
+    index = json.loads((tmp_path / "rec" / "recording.json").read_text())
+    assert index["records"][1]["messages"] == chats[1].as_dicts()
+    rp = RecordedPair(tmp_path / "rec", device="cpu")
+    assert rp.prompts() == chats
