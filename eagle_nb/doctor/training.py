@@ -10,7 +10,14 @@ io/train_logs.py reads their logs). Two outcomes:
   * not reproduced: the files are not the drafter that trained; look at the checkpoint and its
     conversion (key map, lm_head / embed_tokens present, d2t/t2d, norm flags in the config).
 Training data and the user's prompts differ, so the tolerance is loose: trained and measured
-accuracy agree to a few points on the shipped pair (data/drafter_metrics.json vs the one pass).
+accuracy agree to a few points on the code pair (data/code_pair/drafter_metrics.json vs the one
+pass). A drafter trained on narrow data loses more on other prompts without any broken file: the
+kit's first real-pair drafter logged 0.49 / 0.43 / 0.38 / 0.34 / 0.31 on requests held out from
+its own templates and gave 0.32 / 0.28 / 0.24 / 0.22 / 0.21 on the hand-written evaluation
+prompts, with every structural check passing (data/README.md); and a converter that reorders the
+fc input blocks of the code pair's drafter keeps 74% of its trained accuracy. The size of the
+shortfall cannot tell the two apart, so a failure with no other check failing names no fault
+(the warnings' faults did not make it: fp16 headroom, an architecture name) and says both.
 
 Knows the metrics fields and the check type; runs no model.
 """
@@ -36,7 +43,7 @@ def measured(metrics, kind: str) -> list[float] | None:
 def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: int,
                    checks=()) -> Check:
     """Compare the trainer's per-step accuracy with the one pass's on the files. Not reproduced,
-    it points at the faults the other checks already warn or fail about (checkpoint evidence)."""
+    it points at the faults the other checks fail on (checkpoint evidence), else at none."""
     ours = measured(metrics, train.kind)
     if not ours:
         return Check(CHECK_ID, "skip", TITLE, "the measurement carries no teacher-forced accuracy "
@@ -49,12 +56,17 @@ def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: in
           f"teacher-forced on the target's greedy tokens); mean shortfall {gap:+.2f}")
     data = {"kind": train.kind, "trained": list(train.values[:n]), "files": list(ours[:n]),
             "source": train.source}
+    failing = sorted({f for c in checks if c.status == "fail" for f in c.faults})
     if gap > TOLERANCE:
-        return Check(CHECK_ID, "fail", TITLE, ev + f" > {TOLERANCE:.2f}: not reproduced, so the "
-                     "files are not the drafter that trained",
-                     sorted({f for c in checks if c.status in ("warn", "fail") for f in c.faults}),
-                     "look at the checkpoint and its conversion: key map (eagle-nb convert), "
-                     "lm_head and embed_tokens present, d2t/t2d, norm flags in the config", data)
+        why = ("so the files are not the drafter that trained" if failing else
+               "and every other check passes: either these prompts are far from the training data "
+               "(a narrow training set loses this much on other text with nothing broken) or the "
+               "files are not the drafter that trained")
+        return Check(CHECK_ID, "fail", TITLE, ev + f" > {TOLERANCE:.2f}: not reproduced, {why}", failing,
+                     "measure on prompts like the training data (--prompts): reproduced there, the "
+                     "drafter needs broader training data; not reproduced, look at the checkpoint and "
+                     "its conversion: key map (eagle-nb convert), lm_head and embed_tokens present, "
+                     "d2t/t2d, norm flags in the config", data)
     return Check(CHECK_ID, "pass", TITLE, ev + ": reproduced; if the engine accepts less, the loss "
                  "is on the serving side (capture, aux layer ids, the fc width check, d2t in the "
                  "engine)", data=data)

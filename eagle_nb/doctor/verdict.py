@@ -58,10 +58,12 @@ def static_verdict(st, fails) -> Verdict:
     faults = sorted((f for c in fails for f in c.faults), key=F.severity_key)
     c = next((c for c in fails if faults and faults[0] in c.faults), fails[0])
     name = faults[0] if faults else "undetermined"
-    summary = f"the checkpoint itself is broken ({c.id}): {c.evidence}"
+    summary = (f"the checkpoint itself is broken ({c.id}): {c.evidence}" if faults else
+               f"a check fails without naming a fault ({c.id}): {c.evidence}")
     if st.obs is not None and name in st.profiles and not st.distances:
         summary += f"; this fault predicts tau {st.profiles[name].tau:.2f}, observed {st.obs.tau:.2f}"
-    return Verdict(name, summary, c.fix, "high", "static", [f for f in faults[1:] if f != name])
+    return Verdict(name, summary, c.fix, "high" if faults else "medium", "static",
+                   [f for f in faults[1:] if f != name])
 
 
 def measured_verdict(st, ranked) -> Verdict:
