@@ -20,6 +20,7 @@ Knows the target and tokenizer; nothing about the drafter or its loss (drafter_c
 from __future__ import annotations
 
 import json
+import random
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -188,3 +189,39 @@ def load_shards(paths) -> list[dict]:
             key, field = k.split(".")
             seqs.setdefault(int(key), {})[field] = v
     return [dict(seqs[k], id=k) for k in sorted(seqs)]
+
+
+def batches(seqs: list[dict], batch_tokens: int, seed: int) -> list[list[int]]:
+    """Indices of `seqs` grouped by length into batches of about `batch_tokens` padded tokens,
+    in an order fixed by `seed` (a resumed run replays the same order)."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]["ids"]))
+    out, cur = [], []
+    for i in order:
+        if cur and (len(cur) + 1) * len(seqs[i]["ids"]) > batch_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    out.append(cur)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def collate(seqs: list[dict], steps: int):
+    """Right-padded batch: ids (B, T+steps), feats (B, T, 3H), final (B, T+steps+1, H), argmax and
+    `answer` (B, T+steps+1): position p holds a token of the assistant's answer. T = S - 1."""
+    S = max(len(q["ids"]) for q in seqs)
+    B, T, W = len(seqs), S - 1, seqs[0]["feats"].shape[-1]
+    H = seqs[0]["final"].shape[-1]
+    ids = torch.zeros(B, T + steps, dtype=torch.long)
+    feats = torch.zeros(B, T, W)
+    final = torch.zeros(B, T + steps + 1, H)
+    argmax = torch.zeros(B, T + steps + 1, dtype=torch.long)
+    answer = torch.zeros(B, T + steps + 1, dtype=torch.bool)
+    for b, q in enumerate(seqs):
+        n = len(q["ids"])
+        ids[b, :min(n, T + steps)] = q["ids"][:T + steps].long()
+        feats[b, :min(n, T)] = q["feats"][:T].float()
+        final[b, :n] = q["final"].float()
+        argmax[b, :n] = q["argmax"].long()
+        answer[b, int(q["start"]):n] = True
+    return ids, feats, final, argmax, answer
