@@ -18,6 +18,13 @@ LONG_FIRST = ("report/test_notebooks.py", "engines/test_engine_record.py", "engi
               "report/test_notebooks_recorded.py")
 
 
+def pytest_configure(config):
+    # xdist (3.x) reorders files by their number of tests unless told not to, which would undo the
+    # order below: a five-test file holding a vLLM start-up then runs last, alone.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(session, config, items):
     def rank(item):
         path = item.nodeid.split("::")[0]
