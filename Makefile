@@ -44,8 +44,18 @@ CACHE ?= .cache
 export EAGLE_NB_CACHE := $(abspath $(CACHE))
 $(CACHE)/SmolLM2-135M-Instruct/eagle_nb_source.json: $(VENV)/.installed eagle_nb/train/smollm2.py
 	$(PY) -m eagle_nb.train fetch-target
+	touch $@
 
-install: $(VENV)/.installed $(CACHE)/SmolLM2-135M-Instruct/eagle_nb_source.json
+# The real drafter ships in format A (data/drafter_eagle); format C (speculators, what vLLM reads)
+# is written from it, losslessly, with the target's embedding.
+$(CACHE)/drafter_speculators/config.json: data/drafter_eagle/model.safetensors data/drafter_eagle/config.json \
+		$(CACHE)/SmolLM2-135M-Instruct/eagle_nb_source.json
+	rm -rf $(CACHE)/drafter_speculators
+	$(PY) -m eagle_nb convert data/drafter_eagle $(CACHE)/drafter_speculators --to speculators \
+		--target $(CACHE)/SmolLM2-135M-Instruct
+
+install: $(VENV)/.installed $(CACHE)/SmolLM2-135M-Instruct/eagle_nb_source.json \
+	$(CACHE)/drafter_speculators/config.json
 
 # The CPU build's PyPI torchvision/torchaudio/torchcodec are built for another torch and break
 # `import vllm`, so they are removed again (only from an environment this target created).
