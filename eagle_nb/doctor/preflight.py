@@ -38,7 +38,12 @@ class Preflight:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:,.1f} GiB"
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def _count(n: float) -> str:
+    """A parameter count as people write it: 4.7M, 134.5M, 1,026.4B (not 0.0B for a small model)."""
+    return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
 
 
 def estimate_params(c: dict) -> int:
@@ -150,10 +155,10 @@ def preflight(target, *, trust_remote_code: bool = False) -> Preflight:
     if n is not None:
         need = n * BYTES.get(dtype, 2)
         have, where = free_memory()
-        pre.facts.append(f"size: about {n / 1e9:,.1f}B parameters, {_gib(need)} in {dtype}; "
+        pre.facts.append(f"size: about {_count(n)} parameters, {_gib(need)} in {dtype}; "
                          f"{_gib(have)} {where}")
         if need > MEMORY_HEADROOM * have:
-            pre.reasons.append(f"it needs about {_gib(need)} for its weights ({n / 1e9:,.1f}B "
+            pre.reasons.append(f"it needs about {_gib(need)} for its weights ({_count(n)} "
                                f"parameters in {dtype}) and this machine has {_gib(have)} {where}")
     tok, tok_remote = _tokenizer(path)
     pre.facts.append("tokenizer: " + ("present" if tok else "no tokenizer files ("
