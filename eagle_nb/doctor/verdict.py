@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from eagle_nb.doctor import ranking
 from eagle_nb.doctor.diagnosis import Diagnosis, Verdict
+from eagle_nb.doctor.training import CHECK_ID as TRAIN_CHECK
 from eagle_nb.doctor.signatures import CONSISTENT_Z
 from eagle_nb.engines.crashes import recognise
 from eagle_nb.experiment import faults as F
@@ -55,7 +56,8 @@ def decide(st) -> Verdict:
 
 def static_verdict(st, fails) -> Verdict:
     """The checkpoint itself is broken: the most severe fault a failing check names."""
-    faults = sorted((f for c in fails for f in c.faults), key=F.severity_key)
+    faults = sorted((f for c in fails for f in c.faults
+                     if lowers_tau(st, f, measured_only=c.id == TRAIN_CHECK)), key=F.severity_key)
     c = next((c for c in fails if faults and faults[0] in c.faults), fails[0])
     name = faults[0] if faults else "undetermined"
     summary = (f"the checkpoint itself is broken ({c.id}): {c.evidence}" if faults else
@@ -64,6 +66,17 @@ def static_verdict(st, fails) -> Verdict:
         summary += f"; this fault predicts tau {st.profiles[name].tau:.2f}, observed {st.obs.tau:.2f}"
     return Verdict(name, summary, c.fix, "high" if faults else "medium", "static",
                    [f for f in faults[1:] if f != name])
+
+
+def lowers_tau(st, fault: str, measured_only: bool) -> bool:
+    """Can `fault` explain a failing check: its measured profile lowers tau by more than twice the
+    healthy profile's standard error (and 0.02). Not measured: kept, unless `measured_only` (the
+    training-accuracy check, a measurement of the files themselves: a fault the kit did not see in
+    them, such as an engine's architecture name, cannot explain it)."""
+    h, p = st.profiles.get(HEALTHY), st.profiles.get(fault)
+    if st.distances or getattr(h, "tau", None) is None or getattr(p, "tau", None) is None:
+        return not measured_only              # nothing measured on this pair (or signatures only)
+    return p.tau < h.tau - max(2 * getattr(h, "tau_se", 0.0), 0.02)
 
 
 def measured_verdict(st, ranked) -> Verdict:

@@ -232,7 +232,7 @@ def depth_switcher(sweep, default=None, trees=None) -> StaticSwitcher:
         controls = {"shape": shapes, **controls}
     else:
         states = {key[1:]: frag for key, frag in states.items()}
-    first = (f"{temps[0]:g}", depths[min(3, len(depths) - 1)])
+    first = (f"{temps[0]:g}", min(depths, key=lambda k: (abs(k - 4), k)))   # the depth nearest 4
     sw = StaticSwitcher("Per-position acceptance by temperature and depth (precomputed)"
                         + (" and shape (chain or tree)" if len(shapes) > 1 else ""),
                         controls, states,
