@@ -17,9 +17,7 @@ its own templates and gave 0.32 / 0.28 / 0.24 / 0.22 / 0.21 on the hand-written 
 prompts, with every structural check passing (data/README.md); and a converter that reorders the
 fc input blocks of the code pair's drafter keeps 74% of its trained accuracy. The size of the
 shortfall cannot tell the two apart, so a failure with no other check failing says both, and the
-verdict keeps only the warned faults whose measured profile lowers tau (verdict.py): on the real
-pair the warnings were fp16 headroom (measured: tau unchanged) and an architecture name (an
-engine's loader, not the files the kit measured), so no fault is named.
+verdict built on it alone is given at medium confidence, not high (verdict.py).
 
 Knows the metrics fields and the check type; runs no model.
 """

@@ -56,27 +56,17 @@ def decide(st) -> Verdict:
 
 def static_verdict(st, fails) -> Verdict:
     """The checkpoint itself is broken: the most severe fault a failing check names."""
-    faults = sorted((f for c in fails for f in c.faults
-                     if lowers_tau(st, f, measured_only=c.id == TRAIN_CHECK)), key=F.severity_key)
+    faults = sorted((f for c in fails for f in c.faults), key=F.severity_key)
+    # the training-accuracy check alone cannot tell broken files from narrow training data
+    sure = any(c.id != TRAIN_CHECK for c in fails)
     c = next((c for c in fails if faults and faults[0] in c.faults), fails[0])
     name = faults[0] if faults else "undetermined"
-    summary = (f"the checkpoint itself is broken ({c.id}): {c.evidence}" if faults else
-               f"a check fails without naming a fault ({c.id}): {c.evidence}")
+    summary = (f"the checkpoint itself is broken ({c.id}): {c.evidence}" if sure else
+               f"training accuracy is not reproduced on these prompts ({c.id}): {c.evidence}")
     if st.obs is not None and name in st.profiles and not st.distances:
         summary += f"; this fault predicts tau {st.profiles[name].tau:.2f}, observed {st.obs.tau:.2f}"
-    return Verdict(name, summary, c.fix, "high" if faults else "medium", "static",
+    return Verdict(name, summary, c.fix, "high" if sure else "medium", "static",
                    [f for f in faults[1:] if f != name])
-
-
-def lowers_tau(st, fault: str, measured_only: bool) -> bool:
-    """Can `fault` explain a failing check: its measured profile lowers tau by more than twice the
-    healthy profile's standard error (and 0.02). Not measured: kept, unless `measured_only` (the
-    training-accuracy check, a measurement of the files themselves: a fault the kit did not see in
-    them, such as an engine's architecture name, cannot explain it)."""
-    h, p = st.profiles.get(HEALTHY), st.profiles.get(fault)
-    if st.distances or getattr(h, "tau", None) is None or getattr(p, "tau", None) is None:
-        return not measured_only              # nothing measured on this pair (or signatures only)
-    return p.tau < h.tau - max(2 * getattr(h, "tau_se", 0.0), 0.02)
 
 
 def measured_verdict(st, ranked) -> Verdict:

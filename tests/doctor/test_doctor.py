@@ -140,8 +140,8 @@ def test_layer_ids_shifted_by_one_are_named_without_an_observation(tmp_path):
 def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
     """With the shipped drafter's training accuracy as a SafeAILab EAGLE log: the shipped files
     reproduce it (check passes: look at serving); a checkpoint whose fc input blocks were
-    reordered by a converter (no shape changes, no static trace) does not (the check fails; with no other check failing it names no fault and both explanations:
-    the files, or narrow training data)."""
+    reordered by a converter (no shape changes, no static trace) does not (the check fails; with no other check failing it says both explanations, the files or
+    narrow training data, and the verdict is at medium confidence)."""
     acc = json.loads((CODE_DRAFTER_SPECULATORS.parent / "drafter_metrics.json").read_text())
     log = tmp_path / "train.log"
     log.write_text("".join(f"Train Epoch [3/3], position {i},  Acc: {a:.2f}\n"
@@ -158,9 +158,9 @@ def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
     assert c.status == "fail" and "not reproduced" in c.evidence, c
     assert bad.verdict.basis == "static" and "train-accuracy" in bad.verdict.summary, bad.verdict
     # the shortfall alone cannot tell a broken file from narrow training data (the reordered fc
-    # keeps 74% of the trained accuracy here): with no other check failing, no fault is named
-    assert not c.faults and "far from the training data" in c.evidence, c
-    assert bad.verdict.cause == "undetermined" and bad.verdict.confidence == "medium", bad.verdict
+    # keeps 74% of the trained accuracy here): with no other check failing, not at high confidence
+    assert "far from the training data" in c.evidence, c
+    assert bad.verdict.confidence == "medium" and "not reproduced on these prompts" in bad.verdict.summary
     typed = doctor(CODE_DRAFTER_SPECULATORS, train_acc="0.99,0.99", **kw).check("train-accuracy")
     assert typed.status == "fail" and "(given)" in typed.evidence
 
