@@ -43,8 +43,8 @@ def measured(metrics, kind: str) -> list[float] | None:
 def training_check(train: TrainAccuracy, metrics, n_prompts: int, new_tokens: int,
                    checks=()) -> Check:
     """Compare the trainer's per-step accuracy with the one pass's on the files. Not reproduced,
-    it points at the faults the other checks fail on, else at those they warn about (the verdict
-    keeps the ones a measurement shows lowering tau)."""
+    it points at the faults the other checks fail on, else at those they warn about (and then
+    says that narrow training data explains it as well)."""
     ours = measured(metrics, train.kind)
     if not ours:
         return Check(CHECK_ID, "skip", TITLE, "the measurement carries no teacher-forced accuracy "

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from eagle_nb.doctor import ranking
 from eagle_nb.doctor.diagnosis import Diagnosis, Verdict
-from eagle_nb.doctor.training import CHECK_ID as TRAIN_CHECK
 from eagle_nb.doctor.signatures import CONSISTENT_Z
+from eagle_nb.doctor.training import CHECK_ID as TRAIN_CHECK
 from eagle_nb.engines.crashes import recognise
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.faults import HEALTHY
