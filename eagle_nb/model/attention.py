@@ -1,6 +1,7 @@
 """The drafter's attention: q/k/v read the 2H-wide [embed, hidden] input, RoPE, grouped-query
-attention over a `KVCache`, an explicit mask for key layouts that are not one sequence (training-time
-test, trees), and the config's sliding window honoured (or refused where it cannot be). Knows
+attention over a `KVCache`, an explicit mask for key layouts that are not one sequence
+(training-time test, trees) or a key store that attends by itself (the training-time test's
+`DiagonalKeys`), and the config's sliding window honoured (or refused where it cannot be). Knows
 nothing about the rest of the drafter.
 """
 from __future__ import annotations
@@ -42,6 +43,11 @@ class Attention(nn.Module):
         k = k.view(B, T, self.nkv, self.hd).transpose(1, 2)                # (B, nkv, T, hd)
         v = v.view(B, T, self.nkv, self.hd).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        if cache is not None and hasattr(cache, "attend"):        # a key layout with its own attention
+            if self.window is not None and start + T > self.window:
+                self._window_mask(start, T, T, True, x.device)          # refused, naming the window
+            y = cache.attend(q, k, v)                                   # (B, nh, T, hd)
+            return self.o_proj(y.transpose(1, 2).reshape(B, T, self.nh * self.hd))
         if cache is not None:
             k, v = cache.update(0, start, k, v)                             # (B, nkv, start+T, hd)
         S = k.shape[2]

@@ -60,6 +60,8 @@ class ChatDrafterConfig:
     lr: float = 6e-4
     warmup: int = 50
     checkpoint_every: int = 25
+    acc_every: int = 1                     # the Train lines' accuracy counted on every n-th batch
+    snapshot_every: int = 0                # > 0: the drafter's weights also kept every n steps
     save_dtype: str = "float16"
     threads: int = 2
 
@@ -103,11 +105,12 @@ def new_drafter(target, d2t, t2d, c: ChatDrafterConfig) -> Eagle3Drafter:
     return drafter
 
 
-def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids):
+def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids, count: bool = True):
     """Per step j: soft cross-entropy against the target's distribution on the draft vocabulary at
     the positions whose next token belongs to the answer (and whose target argmax the draft
     vocabulary holds), weight 0.8^j. Column t of step j predicts the token after position t+1+j.
-    Returns (loss, [(hits, counted) per step]) with hits over all answer positions."""
+    Returns (loss, [(hits, counted) per step]) with hits over all answer positions; with `count`
+    False the accuracy's argmax is skipped and the list is empty."""
     loss, acc = 0.0, []
     T = outs[0].shape[1]
     for j, logits in enumerate(outs):
@@ -118,6 +121,8 @@ def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids):
         p = draft_head_logits[:, sl].softmax(-1)
         step = -(p * logits.float().log_softmax(-1)).sum(-1)
         loss = loss + 0.8 ** j * (step * reach).sum() / reach.sum().clamp(min=1)
+        if not count:
+            continue
         hit = (d2t_ids[logits.argmax(-1)] == top) & mask
         acc.append((int(hit.sum()), int(mask.sum())))
     return loss, acc
@@ -190,7 +195,8 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
             grp["lr"] = lr_at(step, total, c)
         ids, feats, final, argmax, answer = collate([train[i] for i in idx], c.ttt_steps)
         outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
-        loss, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, d2t_ids)
+        loss, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, d2t_ids,
+                             count=step % c.acc_every == 0)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 0.5)
@@ -210,6 +216,8 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
                           for j, a in enumerate(test)]
             epoch_acc = [[0, 0] for _ in range(c.ttt_steps)]
             log_f.write_text("\n".join(log_lines) + "\n")
+        if c.snapshot_every and step % c.snapshot_every == 0:     # for a curve over the data seen
+            torch.save(drafter.state_dict(), work / f"snapshot-{stage}-{step:06d}.pt")
         if step % c.checkpoint_every == 0 or step == total:
             torch.save({"drafter": drafter.state_dict(), "opt": opt.state_dict(), "step": step,
                         "log": log_lines, "epoch_acc": epoch_acc}, state_f.with_suffix(".partial"))

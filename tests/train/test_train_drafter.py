@@ -75,3 +75,25 @@ def test_ttt_loss_masks_unreachable_positions():
     moved1[0, 1] += torch.randn(50) * 5
     assert torch.allclose(ttt_loss([moved0], target, t2d, 4)[0], base)
     assert not torch.allclose(ttt_loss([moved1], target, t2d, 4)[0], base)
+
+
+def test_diagonal_layout_equals_the_dense_mask():
+    """The training-time test's default layout (causal block + one diagonal term per step, no
+    mask) gives the dense-mask reference's logits and gradients, from every column and from a
+    later first column, with grouped-query heads."""
+    from eagle_nb.model.ttt import ttt_steps
+    for first in (0, 3):
+        d = _drafter(2)
+        ids, feats = torch.randint(0, 100, (3, 14)), torch.randn(3, 9, 96)
+        grads = []
+        outs = {}
+        for layout in ("dense", "diagonal"):
+            d.zero_grad()
+            o = list(ttt_steps(d, ids, d.fuse(feats), 5, first=first, layout=layout))
+            sum((x.float() ** 2).mean() for x in o).backward()
+            outs[layout] = o
+            grads.append({n: p.grad.clone() for n, p in d.named_parameters() if p.grad is not None})
+        for a, b in zip(outs["dense"], outs["diagonal"]):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+        for n in grads[0]:
+            torch.testing.assert_close(grads[0][n], grads[1][n], rtol=1e-4, atol=1e-5, msg=n)

@@ -1,0 +1,210 @@
+"""Recipe 3 of the shipped drafter: the broad request stream (request_mix.py) answered in batches
+by vLLM's offline engine in the engine environment (engines/vllm_batch.py, a process boundary),
+the target's states computed under the precision the machine measures (precision.py), a draft
+vocabulary from every training answer, and training-time test warm-started from the shipped
+drafter (its rows re-indexed into the new vocabulary). Every phase resumes from its files under
+`--work`; what a later run cannot regenerate cheaply, the requests and the target's answers, is
+also written compactly under `data/drafter_data/` (committed): a request from a packaged corpus
+as its pinned name and record index, a written one as its text, an answer as its token ids.
+
+`python -m eagle_nb.train drafter-scale --answered N` trains on the first N answered requests.
+Knows the recipe's phases; the loss, the fit loop and the features are drafter_chat.py's and
+chat_data.py's.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from eagle_nb.io.paths import DATA_DIR, REAL_TARGET
+from eagle_nb.model.layers import eagle3_layers
+from eagle_nb.train import chat_data, precision
+from eagle_nb.train.drafter import build_vocab_map
+from eagle_nb.train.drafter_chat import ChatDrafterConfig, fit
+from eagle_nb.train.request_mix import mixed_requests, request_text
+
+COMMITTED = DATA_DIR / "drafter_data"
+
+
+@dataclass
+class ScaleConfig:
+    target: str = str(REAL_TARGET)
+    work: str = str(DATA_DIR / "_work" / "drafter3")
+    out: str = str(DATA_DIR / "drafter_eagle")
+    warm_start: str = str(DATA_DIR / "drafter_eagle")     # "" trains from the target's rows
+    seed: int = 0
+    requests: int = 30000          # the stream's length (answered in order)
+    answered: int = 6144           # train on the first `answered` requests
+    heldout_every: int = 25
+    max_new_tokens: int = 128
+    sampled_every: int = 6
+    draft_vocab_size: int = 16384
+    ttt_steps: int = 5
+    batch_tokens: int = 1024
+    epochs: int = 1
+    lr: float = 3e-4
+    warmup: int = 30
+    checkpoint_every: int = 25
+    acc_every: int = 4             # the Train lines' accuracy on every 4th batch (its argmax costs ~9%)
+    snapshot_every: int = 250      # weights kept every n steps: tau against the requests seen
+    precision: str = "auto"        # auto (measured), float32 or bfloat16, for features and training
+    threads: int = 2
+
+
+def requests_phase(c: ScaleConfig, tok) -> list[dict]:
+    """The stream's first `c.requests` requests, rendered with the chat template (work file)."""
+    f = Path(c.work) / "requests.jsonl"
+    if f.is_file():
+        rows = [json.loads(line) for line in f.read_text().splitlines()]
+        if len(rows) == c.requests:
+            return rows
+    rows = mixed_requests(c.requests, c.seed)
+    for i, r in enumerate(rows):
+        r["id"], r["prompt_ids"] = i, chat_data.render(tok, r["messages"])
+    tmp = f.with_suffix(".partial")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    tmp.replace(f)
+    return rows
+
+
+def answers_phase(c: ScaleConfig, reqs: list[dict], eos: int, upto: int) -> list[dict]:
+    """The target's answers to the first `upto` requests: vLLM's offline engine in the engine
+    environment writes `responses.jsonl` (resumed where it stopped)."""
+    from eagle_nb.engines.server import engine_python
+    work = Path(c.work)
+    out = work / "responses.jsonl"
+    done = chat_data._done(out)
+    if any(r["id"] not in done for r in reqs[:upto]):
+        inp = work / "to_answer.jsonl"
+        inp.write_text("".join(json.dumps({"id": r["id"], "prompt_ids": r["prompt_ids"],
+                                           "temperature": chat_data.temperature_of(r["id"], c.sampled_every)}) + "\n"
+                               for r in reqs[:upto]))
+        script = Path(__file__).resolve().parents[1] / "engines" / "vllm_batch.py"
+        subprocess.run([str(engine_python()), str(script), "--model", c.target, "--requests", str(inp),
+                        "--out", str(out), "--eos", str(eos), "--max-new-tokens", str(c.max_new_tokens),
+                        "--source", "vllm bf16"], check=True)
+        done = chat_data._done(out)
+    missing = [r["id"] for r in reqs[:upto] if r["id"] not in done]
+    if missing:
+        raise RuntimeError(f"{out}: {len(missing)} of the first {upto} requests have no answer "
+                           f"(first: {missing[:5]}); run the recipe again to answer them")
+    return [done[r["id"]] for r in reqs[:upto]]
+
+
+def write_committed(reqs: list[dict], answers: list[dict], folder: Path = COMMITTED) -> None:
+    """requests.jsonl.gz (source, category, language) and answers.jsonl.gz (id, ids, T)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / "requests.jsonl.gz", "wt", encoding="utf-8") as f:
+        for r in reqs:
+            f.write(json.dumps({"id": r["id"], "source": r["source"], "category": r["category"],
+                                "language": r["language"]}, ensure_ascii=False) + "\n")
+    with gzip.open(folder / "answers.jsonl.gz", "wt") as f:
+        for a in answers:
+            f.write(json.dumps({"id": a["id"], "ids": a["answer_ids"], "t": a["temperature"]}) + "\n")
+
+
+def read_committed(folder: Path = COMMITTED) -> tuple[list[dict], dict[int, dict]]:
+    """The committed requests (texts regenerated from their sources) and answers by id."""
+    with gzip.open(folder / "requests.jsonl.gz", "rt", encoding="utf-8") as f:
+        reqs = [json.loads(line) for line in f]
+    for r in reqs:
+        r["messages"] = [{"role": "user", "content": request_text(r)}]
+    with gzip.open(folder / "answers.jsonl.gz", "rt") as f:
+        answers = {a["id"]: {"id": a["id"], "answer_ids": a["ids"], "temperature": a["t"]}
+                   for a in map(json.loads, f)}
+    return reqs, answers
+
+
+def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d) -> torch.Tensor:
+    """fresh_rows (Vd_new, H) with each row of `old_rows` (Vd_old, H) moved to the new draft id of
+    the same target id (draft ids are the selected target ids in ascending order)."""
+    old_ids = old_t2d.nonzero().flatten()                          # draft id -> target id, old
+    new_pos = torch.full((new_t2d.numel(),), -1, dtype=torch.long)
+    new_pos[new_t2d.nonzero().flatten()] = torch.arange(int(new_t2d.sum()))
+    keep = new_pos[old_ids] >= 0
+    out = fresh_rows.detach().clone()
+    out[new_pos[old_ids[keep]]] = old_rows[keep].to(out.dtype)
+    return out
+
+
+def warm_drafter(c: ScaleConfig, target, d2t, t2d):
+    """A drafter for the new vocabulary: the warm start's weights, its lm_head rows moved to the
+    new draft ids of the same target ids, the target's rows for ids it did not have."""
+    from eagle_nb.checkpoints.load import load_drafter
+    from eagle_nb.train.drafter_chat import new_drafter
+    cc = ChatDrafterConfig(draft_vocab_size=int(t2d.sum()))
+    fresh = new_drafter(target, d2t, t2d, cc)
+    if not c.warm_start:
+        return fresh
+    old = load_drafter(c.warm_start, target, dtype=torch.float32)
+    state = {k: v for k, v in old.state_dict().items()
+             if not k.startswith(("lm_head", "d2t", "t2d", "embed_tokens"))}
+    missing, unexpected = fresh.load_state_dict(state, strict=False)
+    if unexpected or any(not k.startswith(("lm_head", "d2t", "t2d", "embed_tokens")) for k in missing):
+        raise ValueError(f"warm start {c.warm_start}: keys differ (missing {missing}, unexpected {unexpected})")
+    with torch.no_grad():
+        fresh.lm_head.weight.copy_(warm_vocab_rows(old.lm_head.weight.float(), old.t2d,
+                                                   fresh.lm_head.weight, t2d))
+    return fresh
+
+
+def train_scaled(c: ScaleConfig) -> dict:
+    from eagle_nb.checkpoints.save import save_drafter
+    from eagle_nb.model.targets import load_target
+    torch.manual_seed(c.seed)
+    torch.set_num_threads(c.threads)
+    t0, work, out = time.time(), Path(c.work), Path(c.out)
+    work.mkdir(parents=True, exist_ok=True)
+    dtype, why = precision.choose(c.precision)
+    print(why)
+    target, tok = load_target(c.target, device="cpu", dtype=torch.float32)
+    layer_ids = list(eagle3_layers(target.config.num_hidden_layers))
+    times = {}
+
+    reqs = requests_phase(c, tok)
+    answers = answers_phase(c, reqs, tok.eos_token_id, c.answered)
+    write_committed(reqs[:c.answered], answers)
+    times["answers_s"] = round(time.time() - t0, 1)
+    t1 = time.time()
+    with precision.autocast(dtype):
+        shards = chat_data.features_phase(work, target, chat_data.sequences(reqs[:c.answered], answers),
+                                          layer_ids)
+    times["features_s"] = round(time.time() - t1, 1)
+    seqs = chat_data.load_shards(shards)
+    held = [q for q in seqs if q["id"] % c.heldout_every == 0]
+    train = [q for q in seqs if q["id"] % c.heldout_every != 0]
+
+    written = torch.cat([q["ids"][int(q["start"]):].long() for q in train])
+    d2t, t2d, coverage = build_vocab_map(written, target.config.vocab_size, c.draft_vocab_size)
+    held_tok = torch.cat([q["ids"][int(q["start"]):].long() for q in held])
+    coverage_held = float(t2d[held_tok].float().mean())
+    print(f"draft vocabulary {c.draft_vocab_size}: {coverage:.1%} of {len(written):,} training answer "
+          f"tokens, {coverage_held:.1%} of {len(held_tok):,} held-out ones")
+    drafter = warm_drafter(c, target, d2t, t2d)
+    head_w = target.lm_head.weight[t2d].detach().clone()
+    t2 = time.time()
+    cc = ChatDrafterConfig(ttt_steps=c.ttt_steps, batch_tokens=c.batch_tokens, epochs=c.epochs, lr=c.lr,
+                           warmup=c.warmup, checkpoint_every=c.checkpoint_every, seed=c.seed,
+                           acc_every=c.acc_every, snapshot_every=c.snapshot_every)
+    log_f = out.parent / "drafter_train.log"
+    with precision.autocast(dtype):
+        steps = fit(drafter, train, held, lambda final: final @ head_w.T, replace(cc), work,
+                    work / "drafter_train.log")
+    times["train_s"] = round(time.time() - t2, 1)
+    log_f.write_text((work / "drafter_train.log").read_text())
+    drafter.config.aux_layer_ids = None
+    save_drafter(drafter, out, "eagle", dtype=torch.float16)
+    metrics = {"recipe": "drafter-scale", "config": asdict(c), "precision": dtype, "precision_why": why,
+               "layer_ids_hf": layer_ids, "answer_source": "vllm bf16", "sequences": len(seqs),
+               "train_sequences": len(train), "heldout_sequences": len(held),
+               "draft_vocab_coverage": coverage, "draft_vocab_coverage_heldout": coverage_held,
+               "answer_tokens": len(written) + len(held_tok), "tokens": sum(len(q["ids"]) for q in seqs),
+               "train_steps": steps, "phase_seconds": times, "train_log": log_f.name}
+    out.parent.joinpath("drafter_metrics.json").write_text(json.dumps(metrics, indent=2))
+    return metrics
