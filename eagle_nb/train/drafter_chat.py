@@ -30,6 +30,7 @@ from eagle_nb.model.ttt import ttt_forward
 from eagle_nb.train import chat_data
 from eagle_nb.train.chat_data import batches, collate
 from eagle_nb.train.drafter import build_vocab_map
+from eagle_nb.train.precision import autocast
 
 
 @dataclass
@@ -61,6 +62,7 @@ class ChatDrafterConfig:
     warmup: int = 50
     checkpoint_every: int = 25
     acc_every: int = 1                     # the Train lines' accuracy counted on every n-th batch
+    precision: str = "float32"             # or "bfloat16": autocast around each step's forward and loss
     snapshot_every: int = 0                # > 0: the drafter's weights also kept every n steps
     save_dtype: str = "float16"
     threads: int = 2
@@ -155,8 +157,9 @@ def evaluate(drafter, seqs, head, c) -> list[float]:
     tot = [[0, 0] for _ in range(c.ttt_steps)]
     for idx in batches(seqs, c.batch_tokens, 0):
         ids, feats, final, argmax, answer = collate([seqs[i] for i in idx], c.ttt_steps)
-        outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
-        _, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, drafter.t2d.nonzero().flatten())
+        with autocast(c.precision):
+            outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
+            _, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, drafter.t2d.nonzero().flatten())
         for j, (h, n) in enumerate(acc):
             tot[j][0] += h
             tot[j][1] += n
@@ -194,9 +197,14 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
         for grp in opt.param_groups:
             grp["lr"] = lr_at(step, total, c)
         ids, feats, final, argmax, answer = collate([train[i] for i in idx], c.ttt_steps)
-        outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
-        loss, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, d2t_ids,
-                             count=step % c.acc_every == 0)
+        # NOTE: autocast is entered per step: its cache of bf16 weight copies lives as long as the
+        # context, so one context around the whole loop kept step 1's weights in every forward
+        # (measured: the trainer's own loss fell while the saved weights' held-out accuracy fell
+        # from 0.32 to 0.09)
+        with autocast(c.precision):
+            outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
+            loss, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, d2t_ids,
+                                 count=step % c.acc_every == 0)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 0.5)

@@ -145,3 +145,28 @@ def test_training_resumes_to_the_same_weights(tmp_path):
     from eagle_nb.io.train_logs import read_train_log
     held = [float(line.rsplit(" ", 1)[1]) for line in log.splitlines() if line.startswith("Test Epoch [2/2]")]
     assert read_train_log(tmp_path / "a" / "log").values == pytest.approx(held)     # the doctor reads it
+
+
+def test_bf16_training_forward_sees_the_current_weights(tmp_path, monkeypatch):
+    """Under bf16 autocast every step's forward uses the weights the optimizer just wrote (autocast
+    caches its bf16 copies of the weights for as long as its context lives: one context around
+    the whole loop kept step 1's copies)."""
+    from eagle_nb.train import drafter_chat
+    c = ChatDrafterConfig(ttt_steps=2, batch_tokens=60, epochs=1, lr=3e-2, warmup=1,
+                          checkpoint_every=100, precision="bfloat16")
+    seqs, head = _seqs(10), torch.randn(VD, H)
+    stale = []
+    real = drafter_chat.ttt_forward
+
+    def checked(drafter, *a, **k):
+        x = torch.randn(3, H)
+        got = drafter.lm_head(x)                                    # through autocast's cache
+        want = x.bfloat16() @ drafter.lm_head.weight.detach().bfloat16().T
+        stale.append(not torch.equal(got, want))
+        return real(drafter, *a, **k)
+
+    monkeypatch.setattr(drafter_chat, "ttt_forward", checked)
+    torch.manual_seed(0)
+    d = tiny_drafter()
+    fit(d, seqs, [], lambda f: f @ head.T, c, tmp_path, tmp_path / "log")
+    assert len(stale) >= 3 and not any(stale), stale
