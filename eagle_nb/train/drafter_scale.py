@@ -100,8 +100,15 @@ def answers_phase(c: ScaleConfig, reqs: list[dict], eos: int, upto: int) -> list
     return [done[r["id"]] for r in reqs[:upto]]
 
 
-def write_committed(reqs: list[dict], answers: list[dict], folder: Path = COMMITTED) -> None:
-    """requests.jsonl.gz (source, category, language) and answers.jsonl.gz (id, ids, T)."""
+def write_committed(reqs: list[dict], answers: list[dict], folder: Path = COMMITTED) -> bool:
+    """requests.jsonl.gz (source, category, language) and answers.jsonl.gz (id, ids, T); files
+    already holding as many answers or more (a run trained on a prefix) are kept. Returns whether
+    it wrote."""
+    have = folder / "answers.jsonl.gz"
+    if have.is_file():
+        with gzip.open(have, "rt") as f:
+            if sum(1 for _ in f) >= len(answers):
+                return False
     folder.mkdir(parents=True, exist_ok=True)
     with gzip.open(folder / "requests.jsonl.gz", "wt", encoding="utf-8") as f:
         for r in reqs:
@@ -110,6 +117,7 @@ def write_committed(reqs: list[dict], answers: list[dict], folder: Path = COMMIT
     with gzip.open(folder / "answers.jsonl.gz", "wt") as f:
         for a in answers:
             f.write(json.dumps({"id": a["id"], "ids": a["answer_ids"], "t": a["temperature"]}) + "\n")
+    return True
 
 
 def read_committed(folder: Path = COMMITTED) -> tuple[list[dict], dict[int, dict]]:

@@ -111,7 +111,8 @@ def test_committed_files_round_trip(tmp_path, stream):
     reqs = [dict(r, id=i) for i, r in enumerate(stream[:50])]
     answers = [{"id": i, "answer_ids": [i, i + 1, 2], "temperature": 0.8 if i % 6 == 5 else 0.0}
                for i in range(50)]
-    write_committed(reqs, answers, tmp_path)
+    assert write_committed(reqs, answers, tmp_path)
+    assert not write_committed(reqs[:20], answers[:20], tmp_path)     # a shorter prefix keeps them
     back, by_id = read_committed(tmp_path)
     assert [r["messages"] for r in back] == [r["messages"] for r in reqs]
     assert [by_id[a["id"]] for a in answers] == answers
