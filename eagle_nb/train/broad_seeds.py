@@ -189,10 +189,11 @@ CODE_ASKS = [
 ]
 
 
-def stdlib_functions(max_lines: int = 24) -> list[str]:
-    """Source of every public function of `STDLIB` with 4..max_lines lines, in a fixed order."""
-    out = []
-    for name in STDLIB:
+def stdlib_functions(max_lines: int = 24, modules=None, distinct: bool = False) -> list[str]:
+    """Source of every public function of `modules` (default `STDLIB`) with 4..max_lines lines, in
+    a fixed order; `distinct` drops repeated sources."""
+    out, seen = [], set()
+    for name in modules or STDLIB:
         mod = importlib.import_module(name)
         for attr in sorted(vars(mod)):
             obj = getattr(mod, attr)
@@ -202,7 +203,8 @@ def stdlib_functions(max_lines: int = 24) -> list[str]:
                 src = inspect.getsource(obj)
             except (OSError, TypeError):
                 continue
-            if 4 <= src.count("\n") <= max_lines:
+            if 4 <= src.count("\n") <= max_lines and not (distinct and src in seen):
+                seen.add(src)
                 out.append(src)
     return out
 

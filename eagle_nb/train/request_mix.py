@@ -70,23 +70,7 @@ def countries(lang: str) -> list[str]:
 
 def functions(max_lines: int = 30) -> list[str]:
     """Source of every public function of `STDLIB` with 4..max_lines lines, distinct, in order."""
-    import importlib
-    import inspect
-    out, seen = [], set()
-    for name in STDLIB:
-        mod = importlib.import_module(name)
-        for attr in sorted(vars(mod)):
-            obj = getattr(mod, attr)
-            if attr.startswith("_") or not inspect.isfunction(obj) or obj.__module__ != name:
-                continue
-            try:
-                src = inspect.getsource(obj)
-            except (OSError, TypeError):
-                continue
-            if 4 <= src.count("\n") <= max_lines and src not in seen:
-                seen.add(src)
-                out.append(src)
-    return out
+    return B.stdlib_functions(max_lines, STDLIB, distinct=True)
 
 
 def _text(source: dict) -> str:
