@@ -17,7 +17,7 @@ import gzip
 import json
 import subprocess
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -217,7 +217,7 @@ def train_scaled(c: ScaleConfig) -> dict:
                            warmup=c.warmup, checkpoint_every=c.checkpoint_every, seed=c.seed,
                            acc_every=c.acc_every, snapshot_every=c.snapshot_every, precision=dtype)
     log_f = out.parent / "drafter_train.log"
-    steps = fit(drafter, train, held, lambda final: final @ head_w.T, replace(cc), work,
+    steps = fit(drafter, train, held, lambda final: final @ head_w.T, cc, work,
                 work / "drafter_train.log")
     times["train_s"] = round(time.time() - t2, 1)
     log_f.write_text((work / "drafter_train.log").read_text())
