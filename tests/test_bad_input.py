@@ -263,6 +263,20 @@ class Ctx:
         return path
 
 
+def _loop(tmp: Path) -> Path:
+    """Two symbolic links pointing at each other; returns one."""
+    a, b = tmp / "loop_a", tmp / "loop_b"
+    a.symlink_to(b)
+    b.symlink_to(a)
+    return a
+
+
+def _dangling(tmp: Path) -> Path:
+    link = tmp / "dangling"
+    link.symlink_to(tmp / "gone")
+    return link
+
+
 def _cfg(fmt, edit):
     """Load a good checkpoint of `fmt` whose config.json was changed by `edit(dict)`."""
     def run(c: Ctx):
@@ -484,6 +498,9 @@ ROWS = [
     ("config-missing", _cfg_file(lambda f, c: None), CE, "no config.json"),
     ("ckpt-path-is-a-file", lambda c: load_drafter(_write("f.safetensors", b"x")(c)), CE, "expected a checkpoint directory"),
     ("ckpt-path-missing", lambda c: load_drafter(c.tmp / "nope"), CE, "missing; expected a checkpoint directory"),
+    ("ckpt-path-symlink-loop", lambda c: load_drafter(_loop(c.tmp)), CE, "a symlink loop"),
+    ("ckpt-path-broken-symlink", lambda c: load_drafter(_dangling(c.tmp)), CE, "a broken symlink"),
+    ("prompts-symlink-loop", lambda c: read_prompts(_loop(c.tmp) / "p.jsonl"), UE, "a symlink loop"),
     # -- weights ------------------------------------------------------------------------------------------
     ("weights-none", _weights(make=lambda p, c: (p / "model.safetensors").unlink()), CE, "no weights file"),
     ("weights-bin-list", _weights(make=_bin([torch.zeros(2)])), CE, "holds a list, expected a dict"),

@@ -30,7 +30,8 @@ def test_the_readme_quick_start_runs_from_an_installed_wheel(tmp_path):
     """build wheel -> install into a fresh venv -> `build_seed_case('kimi-k2.5', DIR)` and
     `eagle-nb doctor --drafter DIR/drafter --target DIR/target --observed DIR/sglang.log` from a
     temporary directory: the imported package is the installed one, and the doctor gives the
-    README's verdict (cause wrapper-capture, exit status 1)."""
+    README's verdict (cause wrapper-capture, exit status 1); `eagle-nb speculate` without paths names
+    `make install` in a clone (the shipped pair is not in the wheel)."""
     src = tmp_path / "src"
     src.mkdir()
     shutil.copy(REPO_ROOT / "pyproject.toml", src)
@@ -63,3 +64,8 @@ def test_the_readme_quick_start_runs_from_an_installed_wheel(tmp_path):
             case / "target", "--observed", case / "sglang.log", cwd=work, env=env, ok=(1,))
     assert p.stdout.startswith("VERDICT: no check of the files fails"), p.stdout[:500]
     assert "cause: wrapper-capture" in p.stdout
+
+    # a command that needs the shipped pair says where it lives instead of failing under site-packages
+    p = run(fresh / "bin" / "eagle-nb", "speculate", "--prompt", "def f(", "--max-new-tokens", "4", cwd=work, env=env, ok=(2,))
+    assert "installed without its repository checkout" in p.stderr and "make install" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from eagle_nb.io.files import UserFileError, is_dir, read_json_object, show
+from eagle_nb.io.files import UserFileError, absent, is_dir, read_json_object, show
 from eagle_nb.io.weight_files import CheckpointError
 from eagle_nb.model.config import (
     ConfigError,
@@ -52,7 +52,7 @@ def read_config(path: Path) -> dict:
     """config.json of a checkpoint directory: a regular UTF-8 file holding a JSON object."""
     path = Path(path)
     if not is_dir(path):
-        what = "a file" if path.exists() else "missing"
+        what = "a file" if path.exists() else absent(path)
         raise CheckpointError(f"{show(path)}: {what}; expected a checkpoint directory holding "
                               f"config.json and the weights")
     f = path / "config.json"

@@ -50,7 +50,7 @@ def cmd_record_engine(a, parse) -> int:
     from eagle_nb.cli import options
     from eagle_nb.engines.registry import entry
     from eagle_nb.engines.server import EngineError
-    from eagle_nb.io.paths import SHIPPED_TARGET
+    from eagle_nb.io.paths import SHIPPED_TARGET, shipped
     from eagle_nb.io.target_parts import read_text_config
     from eagle_nb.model.targets import resolve_target
     if a.engine is None:
@@ -58,7 +58,7 @@ def cmd_record_engine(a, parse) -> int:
     if a.device is not None or a.device_map is not None or a.layers_path is not None:
         raise ValueError("--device/--device-map/--layers-path are transformers options; the engine "
                          "places the model itself (--tensor-parallel-size, --engine-arg)")
-    target = resolve_target(a.target) if a.target else SHIPPED_TARGET
+    target = resolve_target(a.target) if a.target else shipped(SHIPPED_TARGET, "the shipped target")
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(target, local_files_only=True, trust_remote_code=a.trust_remote_code)
     ids = layer_ids(a, read_text_config(target).num_hidden_layers, parse)

@@ -12,13 +12,13 @@ import sys
 
 from eagle_nb.doctor import preflight, training
 from eagle_nb.engines.observation import observe as read_observation
-from eagle_nb.io.paths import SHIPPED_TARGET
+from eagle_nb.io.paths import SHIPPED_TARGET, shipped
 from eagle_nb.loop.recording import Recording
 
 
 def observe(st) -> None:
     """Fill `obs`, `k`, `train`, `target_path`, `pre`, `recorded`, `inputs` and the plan in `notes`."""
-    st.target_path = st.target if st.target is not None else SHIPPED_TARGET
+    st.target_path = st.target if st.target is not None else shipped(SHIPPED_TARGET, "the shipped target")
     st.obs = read_observation(log=st.observed_log, url=st.observed_url, tau=st.observed_tau,
                               per_position=st.observed_per_position, depth=st.depth)
     st.k = st.depth or (st.obs.depth if st.obs is not None and st.obs.depth else 4)

@@ -23,6 +23,7 @@ from eagle_nb.io.paths import (
     SHIPPED_DRAFTER,
     SHIPPED_DRAFTER_SPECULATORS,
     SHIPPED_PROMPTS,
+    shipped,
 )
 from eagle_nb.io.prompts import check_prompts
 from eagle_nb.loop.chain import generate, greedy_reference
@@ -45,7 +46,7 @@ class Pair:
         self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map,
                                                   trust_remote_code=trust_remote_code)
         self.device = next(self.target.parameters()).device
-        self.drafter_path = str(drafter or SHIPPED_DRAFTER)
+        self.drafter_path = str(drafter or shipped(SHIPPED_DRAFTER, "the shipped drafter"))
         self.drafter = load_drafter(self.drafter_path, self.target,
                                     dtype=next(self.target.parameters()).dtype, device=self.device)
         self.speculators_path = speculators_path or (SHIPPED_DRAFTER_SPECULATORS if drafter is None else None)
@@ -167,7 +168,7 @@ class Pair:
 
 def shipped_prompts(n: int | None = None) -> list[str]:
     from eagle_nb.io.prompts import read_prompts
-    p = read_prompts(SHIPPED_PROMPTS)
+    p = read_prompts(shipped(SHIPPED_PROMPTS, "the shipped prompts"))
     return p[:n] if n else p
 
 

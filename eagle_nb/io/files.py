@@ -10,6 +10,7 @@ Knows nothing about what the files mean (prompts.py, checkpoints/ do).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -41,14 +42,35 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def absent(path) -> str:
+    """Why `path` is not there, for messages: "a symlink loop", "a broken symlink to X" (the first
+    link whose target is missing), "under a file" (a parent is a file) or "missing"."""
+    try:
+        os.stat(path)
+        return "present"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symlink loop (a symbolic link that resolves back to itself)"
+        if e.errno == errno.ENOTDIR:
+            return "under a file (a parent of it is not a directory)"
+    p = Path(path)
+    for link in [p, *p.parents]:
+        if link.is_symlink() and not link.exists():
+            return f"a broken symlink ({show(link)} points at {show(os.readlink(link))}, which is missing)"
+    return "missing"
+
+
 def check_regular(path, what: str, cap: int) -> int:
     """Raise unless `path` is an existing regular file of at most `cap` bytes. Returns its size."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise UserFileError(f"{what} {show(path)}: no such file") from None
+        why = absent(path)
+        raise UserFileError(f"{what} {show(path)}: " + ("no such file" if why == "missing" else why)) from None
     except OSError as e:
-        raise UserFileError(f"{what} {show(path)}: cannot be read ({e.strerror})") from None
+        why = absent(path)
+        raise UserFileError(f"{what} {show(path)}: " + (why if why not in ("missing", "present")
+                                                         else f"cannot be read ({e.strerror})")) from None
     if not stat.S_ISREG(st.st_mode):
         raise UserFileError(f"{what} {show(path)} is {_kind(st.st_mode)}, not a regular file; "
                             f"point at the file itself")

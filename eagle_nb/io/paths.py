@@ -59,6 +59,30 @@ CODE = PairFiles("code pair (4.7M-parameter code model)",
                  catalogue=CATALOGUES / "code_pair.json",
                  drafter_metrics=CODE_DIR / "drafter_metrics.json")
 
+
+
+class ShippedFileMissing(FileNotFoundError):
+    """A file of a shipped pair is not where the package looks for it; the message says why (an
+    installed package without its repository checkout, or a clone before `make install`)."""
+
+
+def shipped(path: Path, what: str = "the shipped pair") -> Path:
+    """`path` (a file or folder of a shipped pair) if it is there, else ShippedFileMissing naming
+    it and the step that puts it there."""
+    path = Path(path)
+    if path.exists():
+        return path
+    if not (REPO_ROOT / "pyproject.toml").is_file():
+        why = (f"eagle_nb is installed without its repository checkout ({PACKAGE_DIR}), and the "
+               f"shipped pairs live in the checkout: clone the repository and run `make install` "
+               f"there, or pass your own paths (--target, --drafter, --prompts)")
+    elif path.is_relative_to(CACHE_DIR):
+        why = f"it is set up by `make install` in {REPO_ROOT} (fetched, checked and converted into {CACHE_DIR})"
+    else:
+        why = f"it is committed in the repository: restore it (git checkout -- {path.relative_to(REPO_ROOT)})"
+    raise ShippedFileMissing(f"{path}: {what} is not there; {why}")
+
+
 SHIPPED = CODE     # NOTE: becomes REAL once the real pair's drafter is trained (issue 28)
 SHIPPED_TARGET = SHIPPED.target
 SHIPPED_DRAFTER = SHIPPED.drafter

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -117,6 +118,11 @@ class Eagle3DecoderLayer(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))          # (B, T, H), pre-norm
 
 
+class FeatureDtypeWarning(UserWarning):
+    """Target features handed to a drafter in another dtype than its weights (float32 states from
+    a user's capture into an fp16 drafter): cast to the weights' dtype at the drafter's input."""
+
+
 class Eagle3Drafter(nn.Module):
     def __init__(self, cfg: DrafterConfig, feedback: str = FEEDBACK_SERVING):
         super().__init__()
@@ -146,19 +152,31 @@ class Eagle3Drafter(nn.Module):
             raise ValueError(f"unknown fc_policy {fc_policy!r}; known: {FC_POLICIES}")
         width, want = target_features.shape[-1], self.config.fc_in_features
         if fc_policy == FC_ENGINE_WIDTH_CHECK and width == self.config.hidden_size:
-            return target_features               # ABLATION: the engines' silent skip of fc
+            return self._weight_dtype(target_features)   # ABLATION: the engines' silent skip of fc
         if width != want:
             raise ValueError(
                 f"target features are {width} wide but this drafter's fc expects {want} "
                 f"(= {self.config.num_aux} aux layers x {self.config.target_hidden_size}); "
                 f"the target's auxiliary hidden states were not captured/concatenated")
-        x = target_features
+        x = self._weight_dtype(target_features)
         if self.config.fc_norm:
             chunks = x.split(self.config.target_hidden_size, dim=-1)
             x = torch.cat([n(c) for n, c in zip(self.fc_norm, chunks)], dim=-1)
         if self.config.norm_before_fc:
             x = self.input_norm(x)
         return self.fc(x)
+
+    def _weight_dtype(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` in the weights' dtype, with a FeatureDtypeWarning naming both when it was not (under
+        autocast the matmuls choose their own dtype and nothing is cast)."""
+        want = self.fc.weight.dtype
+        if x.dtype == want or torch.is_autocast_enabled(x.device.type):
+            return x
+        warnings.warn(f"target features are {str(x.dtype).removeprefix('torch.')} but this drafter's "
+                      f"weights are {str(want).removeprefix('torch.')}: cast to "
+                      f"{str(want).removeprefix('torch.')} at the drafter's input (capture in that dtype, "
+                      f"or load the drafter with dtype={x.dtype})", FeatureDtypeWarning, stacklevel=3)
+        return x.to(want)
 
     def step(self, input_ids, g, cache: KVCache | None = None, start: int = 0,
              positions: torch.Tensor | None = None, mask: torch.Tensor | None = None):

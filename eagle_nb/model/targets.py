@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from eagle_nb.io.paths import SHIPPED_TARGET
+from eagle_nb.io.paths import SHIPPED_TARGET, shipped
 
 
 class TargetError(FileNotFoundError):
@@ -90,7 +90,7 @@ def load_target(path=None, *, device: str | None = None, dtype=None, device_map=
     `from_pretrained` (accelerate sharding for large targets)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     dev = pick_device(device) if device_map is None else None
-    path = resolve_target(path) if path else SHIPPED_TARGET
+    path = resolve_target(path) if path else shipped(SHIPPED_TARGET, "the shipped target")
     kwargs = {"trust_remote_code": trust_remote_code, "local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = check_dtype(dtype)

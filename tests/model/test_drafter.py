@@ -243,6 +243,22 @@ def test_engine_width_check_fault_skips_fc_only_for_h_wide():
             d.fuse(torch.randn(1, 3, 2 * d.config.hidden_size))
 
 
+def test_features_in_another_dtype_are_cast_with_a_warning_naming_both():
+    """An fp16 drafter handed float32 features (a user's own capture) warns naming both dtypes and
+    gives what the same features cast to fp16 give; matching dtypes and autocast stay silent."""
+    import warnings
+    d = tiny_drafter(seed=0).to(torch.float16)
+    ids, feats = tiny_features(d, B=1, T=3, seed=1)
+    with pytest.warns(dr.FeatureDtypeWarning, match=r"float32 but this drafter's weights are float16"):
+        got, _ = d(ids, feats.float())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dr.FeatureDtypeWarning)
+        want, _ = d(ids, feats.half())
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            d.float()(ids, feats.half())
+    torch.testing.assert_close(got, want)
+
+
 # -- vocabulary mapping ---------------------------------------------------------------------------
 def test_draft_to_target_uses_offsets():
     """draft_to_target(i) == i + d2t[i], i.e. the sorted selected target ids marked in t2d."""
