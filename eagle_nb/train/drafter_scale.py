@@ -83,6 +83,9 @@ def answers_phase(c: ScaleConfig, reqs: list[dict], eos: int, upto: int) -> list
     work = Path(c.work)
     out = work / "responses.jsonl"
     done = chat_data._done(out)
+    if any(r["id"] not in done for r in reqs[:upto]) and (COMMITTED / "answers.jsonl.gz").is_file():
+        print(f"answers restored from {COMMITTED}: {restore_committed(out, reqs[:upto], done)}")
+        done = chat_data._done(out)
     if any(r["id"] not in done for r in reqs[:upto]):
         inp = work / "to_answer.jsonl"
         inp.write_text("".join(json.dumps({"id": r["id"], "prompt_ids": r["prompt_ids"],
@@ -130,6 +133,28 @@ def read_committed(folder: Path = COMMITTED) -> tuple[list[dict], dict[int, dict
         answers = {a["id"]: {"id": a["id"], "answer_ids": a["ids"], "temperature": a["t"]}
                    for a in map(json.loads, f)}
     return reqs, answers
+
+
+def restore_committed(out: Path, reqs: list[dict], done: dict, folder: Path = COMMITTED) -> int:
+    """Append to `out` the committed answers of `reqs` it lacks (a new machine answers only what
+    was never committed). A committed request whose source differs from the stream's request of
+    the same id is refused: the stream changed, its answers belong to other requests."""
+    committed, answers = read_committed(folder)
+    by_id = {r["id"]: r for r in committed}
+    lines = []
+    for r in reqs:
+        if r["id"] in done or r["id"] not in answers:
+            continue
+        was = by_id.get(r["id"])
+        if was is None or was["source"] != r["source"]:
+            raise ValueError(f"{folder / 'requests.jsonl.gz'}: request {r['id']} is {was and was['source']!r}, "
+                             f"the stream's is {r['source']!r}: the request stream changed since the answers "
+                             f"were committed (same --seed? same corpora?)")
+        lines.append(json.dumps(dict(answers[r["id"]], answer_source=f"committed ({folder.name})")) + "\n")
+    cut = out.is_file() and out.stat().st_size and not out.read_bytes().endswith(b"\n")
+    with open(out, "a") as f:
+        f.writelines(["\n"] * bool(cut) + lines)      # a line cut by a stop stays apart
+    return len(lines)
 
 
 def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d) -> torch.Tensor:

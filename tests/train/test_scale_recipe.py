@@ -10,7 +10,8 @@ import torch
 from eagle_nb.engines import vllm_batch
 from eagle_nb.io.paths import REAL
 from eagle_nb.train import corpora, precision
-from eagle_nb.train.drafter_scale import read_committed, warm_vocab_rows, write_committed
+from eagle_nb.train import chat_data
+from eagle_nb.train.drafter_scale import read_committed, restore_committed, warm_vocab_rows, write_committed
 from eagle_nb.train.request_mix import LANGS, mixed_requests, request_text
 
 N = 6000
@@ -118,6 +119,23 @@ def test_committed_files_round_trip(tmp_path, stream):
     assert [by_id[a["id"]] for a in answers] == answers
     raw = (tmp_path / "requests.jsonl.gz").read_bytes()
     assert b"chitchat" in __import__("gzip").decompress(raw)           # corpus rows by index
+
+
+def test_committed_answers_restore_a_new_machines_work_file(tmp_path, stream):
+    """A work file holding some answers (its last line cut by a stop) gets the committed answers
+    it lacks, each once, the cut line left apart; a stream whose request differs is refused."""
+    reqs = [dict(r, id=i) for i, r in enumerate(stream[:30])]
+    answers = [{"id": i, "answer_ids": [i, 7], "temperature": 0.0} for i in range(30)]
+    write_committed(reqs, answers, tmp_path / "c")
+    out = tmp_path / "responses.jsonl"
+    out.write_text(json.dumps(dict(answers[0], answer_source="vllm")) + '\n{"id": 1, "ans')
+    assert restore_committed(out, reqs, chat_data._done(out), tmp_path / "c") == 29
+    done = chat_data._done(out)
+    assert sorted(done) == list(range(30)) and done[5]["answer_ids"] == [5, 7]
+    assert restore_committed(out, reqs, done, tmp_path / "c") == 0            # nothing twice
+    other = [dict(r, source=stream[40]["source"]) if r["id"] == 3 else r for r in reqs]
+    with pytest.raises(ValueError, match="request 3 .*stream changed"):
+        restore_committed(tmp_path / "fresh.jsonl", other, {}, tmp_path / "c")
 
 
 def test_warm_start_moves_rows_to_the_same_target_ids():
