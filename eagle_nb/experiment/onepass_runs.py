@@ -94,9 +94,9 @@ class OnePass:
             st = self.states(w.target, ids, (max(n) if isinstance(n, list) else n) + k)
             matches = OP.match_lengths(w.drafter, st.ids, st.features(w.features, w.layer_ids),
                                        st.prompt_lens, n, k, fc_policy=w.fc_policy,
-                                       d2t=w.d2t, batch_size=self.batch_size)
+                                       d2t=w.d2t, batch_size=self.batch_size, known=st.known)
             self._matches[key] = matches, st
-        chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, n, pair.eos_token_id)
+        chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, n, pair.eos_token_id, st.known)
         return w, st, matches, chain
 
     def run(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:
@@ -104,6 +104,12 @@ class OnePass:
         w, st, matches, chain = self.chain(prompts, s, truncate_prompt)
         notes = [*w.notes, (f"computed by one pass: {matches.k_max} drafter steps over every "
                             f"position of {len(prompts)} prompts ({matches.seconds:.2f}s)")]
+        if chain.censored:
+            notes.append(f"{chain.censored} verify steps at the records' ends drafted past the recorded "
+                         f"tokens with every recorded draft accepted: counted with the recorded part "
+                         f"only (an engine counts them against tokens it generated past max_tokens "
+                         f"and discarded), so tau is a lower bound by at most "
+                         f"{chain.censored * s.depth / max(chain.metrics.verify_steps, 1):.3f}")
         ties = chain.near_ties
         if ties:
             notes.append(f"{len(ties)} draft decisions had a top-2 margin under {OP.NEAR_TIE:g} "

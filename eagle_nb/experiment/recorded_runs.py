@@ -55,15 +55,15 @@ class RecordedOnePass(OnePass):
             return s.max_new_tokens
         out = []
         for name, _, after in self._held(ids):       # what each teacher-forced record holds
-            n = min(s.max_new_tokens, after - s.depth)
-            if n < 1:
-                raise RecordingError(f"{self.pair.recording.path}: record {name} has {after} tokens after "
-                                     f"its prompt, too few for depth {s.depth}")
-            out.append(n)
+            if after < 1:
+                raise RecordingError(f"{self.pair.recording.path}: record {name} has no tokens after its prompt")
+            out.append(min(s.max_new_tokens, after))  # to its end, as an engine counts (censored there)
         return out
 
     def depth_max(self, ids: list, s: Setting) -> int:
         rec = self.pair.recording
+        if rec.teacher_forced:           # drafts past a record's end are padded, never hits
+            return max(self.k_max, s.depth)
         n = self.budgets(ids, s)
         held = self._held(ids)
         room = min(after - (b if isinstance(n, list) else n) for (_, _, after), b in
@@ -79,16 +79,23 @@ class RecordedOnePass(OnePass):
         return min(max(self.k_max, s.depth), room)
 
     def read(self, names: list[str], n_tokens: int | None = None) -> TS.TargetStates:
-        """These records, each cut to its prompt + `n_tokens` (None: whole), one read at a time."""
-        rec, recs = self.pair.recording, []
+        """These records, each cut to its prompt + `n_tokens` (None: whole), one read at a time; a
+        teacher-forced record shorter than that is padded (token 0) and `known` says where."""
+        rec, recs, known = self.pair.recording, [], []
         for name in names:
             r = rec.read(name)
             if n_tokens is not None:
                 end = r.prompt_len + n_tokens
-                r = Record(r.name, r.input_ids[:end].clone(), r.prompt_len, r.aux[:end - 1].clone(),
+                ids = r.input_ids[:end].clone()
+                known.append(ids.numel())
+                if ids.numel() < end and rec.teacher_forced:
+                    ids = torch.cat([ids, ids.new_zeros(end - ids.numel())])
+                r = Record(r.name, ids, r.prompt_len, r.aux[:end - 1].clone(),
                            None if r.final is None else r.final[:end - 1].clone())
             recs.append(r)
         st = TS.from_recording(rec, recs)
+        if rec.teacher_forced and n_tokens is not None:
+            st.known = known
         if st.fused_ids is None:           # trainers' files: taken to hold the drafter's ids
             st.fused_ids = sorted(self.pair.layer_ids)
         return st

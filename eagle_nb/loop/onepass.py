@@ -95,11 +95,13 @@ def _pad_batch(ids, feats, columns, k_max, dev, dtype):
 def match_lengths(drafter, ids: list[torch.Tensor], feats: list[torch.Tensor],
                   prompt_lens: list[int], max_new_tokens, k_max: int, *,
                   fc_policy: str = FC_STRICT, d2t: torch.Tensor | None = None,
-                  batch_size: int = 16) -> Matches:
+                  batch_size: int = 16, known: list[int] | None = None) -> Matches:
     """Drafts from every position a walk of `max_new_tokens` (one budget or one per prompt) can
     visit, `batch_size` prompts per TTT pass (right-padded; steps >= 1 only over the columns
     from the batch's first drafting position). ids[b] (T,) must hold T0 + max_new_tokens + k_max - 1
-    tokens and feats[b] (n_fed, W) T0 + max_new_tokens - 2 rows (the live loop's need)."""
+    tokens and feats[b] (n_fed, W) T0 + max_new_tokens - 2 rows (the live loop's need). `known[b]`:
+    how many of ids[b] are the target's (a record that ends at its budget, padded past it): drafts
+    compared with a token past it never count as hits."""
     import time
     t0 = time.perf_counter()
     budgets = max_new_tokens if isinstance(max_new_tokens, (list, tuple)) else [max_new_tokens] * len(ids)
@@ -127,7 +129,11 @@ def match_lengths(drafter, ids: list[torch.Tensor], feats: list[torch.Tensor],
                 best = torch.where(tie, logits.argmax(-1), best)
             tid = drafter.draft_to_target(best, d2t)
             preds.append(tid)
-            hits.append(tid == x[:, first + j + 2:C + j + 2])
+            hit = tid == x[:, first + j + 2:C + j + 2]
+            if known is not None:
+                idx = torch.arange(first + j + 2, C + j + 2, device=dev)
+                hit &= idx[None, :] < torch.tensor(known[s:s + batch_size], device=dev)[:, None]
+            hits.append(hit)
             margins.append(margin)
         pred, hit, margin = (torch.stack(v, -1).cpu() for v in (preds, hits, margins))
         for b, (c, a) in enumerate(zip(cols, starts)):
@@ -185,6 +191,7 @@ class ChainRun:
     stats: list                       # SpecStats per prompt (timings zero: not measured)
     metrics: AcceptanceMetrics
     walks: list[Walk]
+    censored: int = 0                 # steps whose drafts pass the known tokens, all known ones hit
 
     @property
     def near_ties(self) -> list[tuple[int, int, int, float]]:
@@ -193,14 +200,16 @@ class ChainRun:
 
 
 def chain_run(matches: Matches, seqs: list[torch.Tensor], prompt_lens: list[int], depth: int,
-              max_new_tokens, eos_token_id=None) -> ChainRun:
+              max_new_tokens, eos_token_id=None, known: list[int] | None = None) -> ChainRun:
     """Depth-`depth` greedy chain stats per prompt (SpecStats, as chain.generate returns them),
     pooled with the live loop's own `from_stats`, plus teacher-forced per-step accuracy.
-    `max_new_tokens`: one budget, or one per prompt."""
+    `max_new_tokens`: one budget, or one per prompt. `known` as for match_lengths: a step whose
+    drafts reach past the known tokens with every known one accepted is counted with the known
+    part only (a lower bound) and counted in `censored`."""
     if not 1 <= depth <= matches.k_max:
         raise ValueError(f"depth {depth} outside 1..{matches.k_max} (the depths this pass computed)")
     budgets = max_new_tokens if isinstance(max_new_tokens, (list, tuple)) else [max_new_tokens] * len(seqs)
-    stats, walks = [], []
+    stats, walks, censored = [], [], 0
     hits, chained, tried = [0] * depth, [0] * depth, [0] * depth
     for b, (seq, T0) in enumerate(zip(seqs, prompt_lens)):
         m, pred, margin, cum, cum_chain = matches.as_lists(b)
@@ -211,6 +220,9 @@ def chain_run(matches: Matches, seqs: list[torch.Tensor], prompt_lens: list[int]
                     for p, a in zip(w.positions, w.accept_counts)]
         stats.append(st)
         walks.append(w)
+        if known is not None:
+            censored += sum(p + depth >= known[b] and a == known[b] - p - 1
+                            for p, a in zip(w.positions, w.accept_counts))
         for j in range(depth):            # rows p - T0 < len(tokens) - 1 - j: token p+1+j committed
             r = max(len(w.tokens) - 1 - j, 0)
             hits[j] += cum[r][j]
@@ -220,4 +232,4 @@ def chain_run(matches: Matches, seqs: list[torch.Tensor], prompt_lens: list[int]
     acc = [h / n if n else None for h, n in zip(hits, tried)]
     chain = [h / n if n else None for h, n in zip(chained, tried)]
     return ChainRun(stats, dataclasses.replace(metrics, teacher_forced_accuracy=acc,
-                                               teacher_forced_chain_accuracy=chain), walks)
+                                               teacher_forced_chain_accuracy=chain), walks, censored)

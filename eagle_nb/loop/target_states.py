@@ -42,6 +42,7 @@ class TargetStates:
     target_disagree: list[list[int]] = field(default_factory=list)  # positions full fwd != decode
     source: str = ""
     names: list[str] | None = None                      # record names (recordings)
+    known: list[int] | None = None     # ids[b][:known[b]] are the target's, the rest padding
 
     def __len__(self) -> int:
         return len(self.ids)

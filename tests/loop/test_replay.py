@@ -176,6 +176,33 @@ def test_speculators_files_are_read(pair, shipped_recording, tmp_path):
         assert [s.accept_counts for s in theirs.stats] == [s.accept_counts for s in ours.stats]
 
 
+def test_a_record_ending_at_its_budget_counts_the_steps_an_engine_counts(pair, shipped_recording, tmp_path):
+    """speculators files cut to prompt + 30 tokens (no lookahead, as an engine's max_tokens
+    leaves them) replayed at 30 new tokens: the same verify steps as the exact recording (an
+    engine's count; not 30 - depth tokens' worth), every step's count at most the exact one,
+    differing only on the steps reported as censored, and the note says how many."""
+    path, _ = shipped_recording
+    N, k = 30, 4
+    (tmp_path / "cut").mkdir()
+    for i, r in enumerate(Recording(path)):
+        T = r.prompt_len + N
+        layers = list(r.aux[:T].split(192, -1)) + [r.final[:T]]
+        mask = (torch.arange(T) >= r.prompt_len).long()
+        save_file({"token_ids": r.input_ids[:T].contiguous(), "hidden_states": torch.stack(layers, 1).contiguous(),
+                   "loss_mask": mask}, str(tmp_path / "cut" / f"hs_{i}.safetensors"))
+    exact = replay(path, depth=k, max_new_tokens=N)
+    cut = replay(tmp_path / "cut", depth=k, max_new_tokens=N)
+    assert [len(s.accept_counts) for s in cut.stats] == [len(s.accept_counts) for s in exact.stats]
+    assert [s.tokens for s in cut.stats] == [s.tokens for s in exact.stats]
+    differ = 0
+    for a, b in zip(cut.stats, exact.stats):
+        assert all(x <= y for x, y in zip(a.accept_counts, b.accept_counts))
+        differ += sum(x != y for x, y in zip(a.accept_counts, b.accept_counts))
+    note = [n for n in cut.notes if "censored" in n or "drafted past the recorded" in n]
+    n_cens = int(note[0].split()[0]) if note else 0
+    assert differ <= n_cens <= len(cut.stats), (differ, n_cens, cut.notes)
+
+
 def test_cli_record_and_speculate_features(tmp_path, capsys):
     """`eagle-nb record` then `eagle-nb speculate --features`: the printed tau equals the API's."""
     prompts = tmp_path / "p.jsonl"
