@@ -149,27 +149,39 @@ def acceptance_metrics(accept_counts: list[int], depth: int,
     """`completions`: optional (completion tokens, verify steps) per request, for SGLang's
     per-request spec_accept_length. `num_draft_tokens`: tree nodes verified per step, root
     included (None: a chain, k + 1)."""
-    n = len(accept_counts)
-    N = depth + 1 if num_draft_tokens is None else num_draft_tokens   # verified nodes incl. root
-    if n == 0:
+    if not accept_counts:
         raise ValueError("no verify steps: nothing to measure")
     bad = [a for a in accept_counts if not 0 <= a <= depth]
     if bad:
         raise ValueError(f"accepted counts {bad[:5]} outside 0..{depth}")
-    accepted = sum(accept_counts)
-    reach = [sum(a > i for a in accept_counts) for i in range(depth)]       # accepted position i
-    tried = [sum(a >= i for a in accept_counts) for i in range(depth)]      # 0..i-1 all accepted
     hist = [sum(a == m for a in accept_counts) for m in range(depth + 1)]
+    m = from_histogram(hist, depth, num_draft_tokens)
+    if completions:
+        m.sglang_spec_accept_length = sum(sglang_spec_accept_length(c, v) for c, v in completions) / len(completions)
+    return m
+
+
+def from_histogram(hist: list, depth: int, num_draft_tokens: int | None = None) -> AcceptanceMetrics:
+    """Every metric from the histogram of accepted counts, hist[m] = verify steps accepting m
+    drafts (m = 0..depth): counts, or expected counts (floats) from the T > 0 one pass
+    (onepass_sampled.py), whose totals are then expected numbers of steps and drafts."""
+    if len(hist) != depth + 1:
+        raise ValueError(f"a histogram of depth {depth} has {depth + 1} bins, got {len(hist)}")
+    n = sum(hist)
+    N = depth + 1 if num_draft_tokens is None else num_draft_tokens   # verified nodes incl. root
+    if not n > 0:
+        raise ValueError("no verify steps: nothing to measure")
+    accepted = sum(m * h for m, h in enumerate(hist))
+    reach = [sum(hist[i + 1:]) for i in range(depth)]           # steps accepting position i
+    tried = [sum(hist[i:]) for i in range(depth)]               # positions 0..i-1 all accepted
     tau = 1 + accepted / n
     return AcceptanceMetrics(
         depth=depth, verify_steps=n, accepted=accepted, drafted=n * (N - 1), accept_length=tau,
         per_position_acceptance=[r / n for r in reach],
         draft_acceptance_rate=accepted / (n * (N - 1)),
         conditional_alpha=[(r / t if t else None) for r, t in zip(reach, tried)],
-        accept_histogram=[h / n for h in hist], accept_counts=hist,
-        sglang_accept_rate_by_draft_tokens=tau / N,
-        sglang_spec_accept_length=None if not completions else
-        sum(sglang_spec_accept_length(c, v) for c, v in completions) / len(completions),
+        accept_histogram=[h / n for h in hist], accept_counts=list(hist),
+        sglang_accept_rate_by_draft_tokens=tau / N, sglang_spec_accept_length=None,
         num_draft_tokens=N)
 
 

@@ -80,7 +80,7 @@ class Matches:
         self.seconds += other.seconds
 
 
-def _pad_batch(ids, feats, columns, k_max, dev, dtype):
+def pad_batch(ids, feats, columns, k_max, dev, dtype):
     B, C = len(columns), max(max(columns), 1)
     x = torch.zeros(B, C + k_max + 1, dtype=torch.long, device=dev)
     f = torch.zeros(B, C, feats[0].shape[-1], dtype=dtype, device=dev)
@@ -116,7 +116,7 @@ def match_lengths(drafter, ids: list[torch.Tensor], feats: list[torch.Tensor],
     for s in range(0, len(ids), batch_size):
         cols, starts = columns[s:s + batch_size], [T0 - 1 for T0 in prompt_lens[s:s + batch_size]]
         first = min(starts)
-        x, f = _pad_batch(ids[s:s + batch_size], feats[s:s + batch_size], cols, k_max, dev, dtype)
+        x, f = pad_batch(ids[s:s + batch_size], feats[s:s + batch_size], cols, k_max, dev, dtype)
         C = f.shape[1]
         preds, hits, margins = [], [], []
         for j, logits in enumerate(ttt_steps(drafter, x, drafter.fuse(f, fc_policy), k_max, first)):

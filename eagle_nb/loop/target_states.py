@@ -101,9 +101,12 @@ def _new_cache(model):
 
 @torch.no_grad()
 def greedy_continuations(model, prompts: list[torch.Tensor], n_tokens: int,
-                         batch_size: int = 16) -> list[torch.Tensor]:
+                         batch_size: int = 16, temperature: float = 0.0, seed: int = 0) -> list[torch.Tensor]:
     """`n_tokens` greedy tokens after each (1, T0) prompt, decoded `batch_size` prompts at a time
-    (left-padded, attention mask and positions as HF generate sets them). Returns (T0 + n,) ids."""
+    (left-padded, attention mask and positions as HF generate sets them). Returns (T0 + n,) ids.
+    `temperature` > 0: sampled from softmax(logits / T) instead (one generator seeded `seed`,
+    drawn batch by batch), never stopping at EOS: a trajectory the target sampled."""
+    gen = torch.Generator().manual_seed(seed)
     dev = model.get_input_embeddings().weight.device
     cache_kw, keep = _forward_kwargs(model)
     out = []
@@ -119,7 +122,11 @@ def greedy_continuations(model, prompts: list[torch.Tensor], n_tokens: int,
         x, new = ids, []
         for _ in range(n_tokens):
             logits = model(input_ids=x, attention_mask=mask, position_ids=pos, **kw).logits[:, -1]
-            x = logits.argmax(-1)[:, None]                                   # (B, 1)
+            if temperature == 0:
+                x = logits.argmax(-1)[:, None]                               # (B, 1)
+            else:
+                probs = (logits.float() / temperature).softmax(-1).cpu()
+                x = torch.multinomial(probs, 1, generator=gen).to(dev)      # (B, 1)
             new.append(x)
             mask = torch.cat([mask, torch.ones_like(x)], 1)
             pos = pos[:, -1:] + 1
@@ -130,11 +137,14 @@ def greedy_continuations(model, prompts: list[torch.Tensor], n_tokens: int,
 
 @torch.no_grad()
 def from_target(model, prompts: list[torch.Tensor], n_tokens: int, *, layer_ids="all",
-                batch_size: int = 16, device=None, check_margins: bool = True) -> TargetStates:
+                batch_size: int = 16, device=None, check_margins: bool = True,
+                temperature: float = 0.0, seed: int = 0) -> TargetStates:
     """Greedy-decode `n_tokens` after each prompt and keep the target's states at every fed
     position: HF layer ids `layer_ids` ("all": 0..L; None: none) and the final post-norm state.
-    States stay on the target's device unless `device` is given."""
-    seqs = greedy_continuations(model, prompts, n_tokens, batch_size)
+    States stay on the target's device unless `device` is given. `temperature` > 0: the
+    continuation is a trajectory sampled with `seed` (greedy_continuations), margins unchecked."""
+    seqs = greedy_continuations(model, prompts, n_tokens, batch_size, temperature, seed)
+    check_margins = check_margins and temperature == 0
     L = None
     try:
         L = num_decoder_layers(model)
@@ -144,7 +154,9 @@ def from_target(model, prompts: list[torch.Tensor], n_tokens: int, *, layer_ids=
     dev = model.get_input_embeddings().weight.device
     _, keep = _forward_kwargs(model)
     st = TargetStates(seqs, [int(p.numel()) for p in prompts], {i: [] for i in ids}, L,
-                      source=f"{type(model).__name__} greedy decoding ({len(seqs)} prompts)")
+                      source=f"{type(model).__name__} " + ("greedy decoding" if temperature == 0 else
+                                                             f"sampling at T={temperature:g}, seed {seed}")
+                      + f" ({len(seqs)} prompts)")
     st.states[FINAL], st.target_margins = [], [] if check_margins else None
     head = model.get_output_embeddings() if check_margins else None
     for s in range(0, len(seqs), batch_size):
