@@ -20,6 +20,9 @@ import contextlib
 from eagle_nb.experiment.results import RunResult
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop import onepass as OP
+from eagle_nb.loop import onepass_sampled as OS
+from eagle_nb.loop import verify_rules as VR
+from eagle_nb.loop.chain import SpecStats
 from eagle_nb.loop import target_states as TS
 from eagle_nb.model.limits import context_length, fit_prompt
 
@@ -43,7 +46,11 @@ class OnePass:
         return self._encoded[text]
 
     def applies(self, s: Setting, check_reference: bool) -> bool:
-        return s.temperature == 0 and not s.is_tree and not check_reference
+        """Greedy chains; chains at T > 0 too when the pair asks for expected values
+        (`sampled_one_pass`: metrics in expectation, no per-step traces)."""
+        if s.is_tree or check_reference:
+            return False
+        return s.temperature == 0 or bool(getattr(self.pair, "sampled_one_pass", False))
 
     def states(self, target, ids: list, n_tokens: int) -> TS.TargetStates:
         """The target's greedy continuations (>= n_tokens) and states for these prompt ids."""
@@ -99,8 +106,45 @@ class OnePass:
         chain = OP.chain_run(matches, st.ids, st.prompt_lens, s.depth, n, pair.eos_token_id, st.known)
         return w, st, matches, chain
 
+    def run_sampled(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:
+        """A chain at T > 0 in expectation (loop/onepass_sampled.py): the target samples one
+        trajectory per prompt with the setting's seed, the drafter's acceptance along it under
+        the setting's verify rule is integrated out. Outputs are the trajectories."""
+        pair, rule = self.pair, s.verify_rule or VR.DEFAULT_RULE
+        w = pair.wiring(s)
+        ids = self.prompt_ids(prompts, w, s, truncate_prompt)
+        n, k = s.max_new_tokens, max(self.depth_max(ids, s), s.depth)
+        key = ("sampled", id(w.target), tuple(tuple(x.reshape(-1).tolist()) for x in ids), s.temperature, s.seed)
+        st = self._states.get(key)
+        if st is None or min(x.numel() - T0 for x, T0 in zip(st.ids, st.prompt_lens)) < n + k:
+            st = self._states[key] = TS.from_target(w.target, ids, n + k, batch_size=self.batch_size,
+                                                    temperature=s.temperature, seed=s.seed)
+        pe = None
+        if rule == VR.SAMPLED:
+            head = w.target.get_output_embeddings()
+            pe = [OS.target_probs(head, f, x, T0, s.temperature)
+                  for f, x, T0 in zip(st.states[TS.FINAL], st.ids, st.prompt_lens)]
+        probs = OS.accept_probabilities(w.drafter, st.ids, st.features(w.features, w.layer_ids), st.prompt_lens,
+                                        n, s.depth, s.temperature, rule, pe, fc_policy=w.fc_policy,
+                                        d2t=w.d2t, batch_size=self.batch_size)
+        run = OS.sampled_chain_run(probs, st.ids, st.prompt_lens, s.depth, n, pair.eos_token_id)
+        stats = []
+        for x, T0 in zip(st.ids, st.prompt_lens):
+            toks = x[T0:T0 + n].tolist()
+            if pair.eos_token_id in toks:
+                toks = toks[:toks.index(pair.eos_token_id) + 1]
+            stats.append(SpecStats(s.depth, s.temperature, T0, tokens=toks))
+        notes = [*w.notes, f"computed by one pass at T = {s.temperature:g} in expectation ({rule} rule): "
+                 f"acceptance integrated along one trajectory per prompt sampled with seed {s.seed}; "
+                 f"no per-step traces"]
+        wiring = {**w.describe(), "target": pair.target_path or "shipped", "drafter": pair.drafter_path}
+        return RunResult(s, list(prompts), [pair.decode(x.tokens) for x in stats], stats, run.metrics,
+                         wiring, None, None, notes, computed_by=OS.COMPUTED_BY)
+
     def run(self, prompts: tuple, s: Setting, truncate_prompt: bool = False) -> RunResult:
         pair = self.pair
+        if s.temperature > 0:
+            return self.run_sampled(prompts, s, truncate_prompt)
         w, st, matches, chain = self.chain(prompts, s, truncate_prompt)
         notes = [*w.notes, (f"computed by one pass: {matches.k_max} drafter steps over every "
                             f"position of {len(prompts)} prompts ({matches.seconds:.2f}s)")]

@@ -57,6 +57,9 @@ class Pair:
         # Greedy chains (T = 0, no reference check) come from one pass (onepass_runs.py); set
         # False to run them through the live loop too.
         self.use_one_pass = True
+        # Chains at T > 0 stay on the live loop unless this is True: then the one pass gives their
+        # metrics in expectation along a sampled trajectory (loop/onepass_sampled.py), no traces.
+        self.sampled_one_pass = False
         self.one_pass = OnePass(self)
 
     temperatures = (0.0, 1.0)   # what the pair computes (the panels offer these)
@@ -121,8 +124,9 @@ class Pair:
         elif fields:
             raise TypeError(f"pass either a Setting or its fields, not both ({sorted(fields)})")
         prompts = tuple(check_prompts(prompts))
-        key = (prompts, setting, check_reference, truncate_prompt, self.use_one_pass)
-        checked = (prompts, setting, True, truncate_prompt, self.use_one_pass)
+        how = (self.use_one_pass, self.sampled_one_pass)
+        key = (prompts, setting, check_reference, truncate_prompt, how)
+        checked = (prompts, setting, True, truncate_prompt, how)
         if not check_reference and checked in self._cache:
             return self._cache[checked]          # same run, with the reference check as well
         if key not in self._cache:

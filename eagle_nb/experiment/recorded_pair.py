@@ -77,6 +77,7 @@ class RecordedPair(Pair):
         self.builds = F.Builds(self.target_path, self.drafter, self.speculators_path, self.num_layers)
         self._cache: dict = {}
         self.use_one_pass = True
+        self.sampled_one_pass = False      # a recording holds greedy continuations only
         self.one_pass = RecordedOnePass(self)
         self.estimate = self.recording.teacher_forced
         self._index(check_greedy and self.estimate and self.target_path is not None)

@@ -31,6 +31,9 @@ def greedy_agreement(rec: Record, lm_head: torch.Tensor) -> tuple[int, int]:
 class RecordedOnePass(OnePass):
     """The one pass with the target states read from the recording instead of computed."""
 
+    def applies(self, s: Setting, check_reference: bool) -> bool:
+        return s.temperature == 0 and super().applies(s, check_reference)   # greedy recordings
+
     def prompt_ids(self, prompts: tuple, w, s: Setting, truncate_prompt: bool) -> list:
         pair = self.pair
         if w.prompt_format != "{prompt}":
