@@ -2,8 +2,8 @@
 schema: per-position acceptance as conditional and marginal rates, mean acceptance length, the
 measurement conditions) measured on the pair, a recording, or read from an engine's output; and the
 engines' synthetic-acceptance knobs from it (`--to vllm|sglang|trtllm`). Parses and checks flags
-before anything imports torch, calls `experiment.profile_run` / `loop.profile_engines` /
-`loop.knobs`, prints (docs/profile.md)."""
+before anything imports torch, calls `experiment.profile_run` / `profiles.profile_engines` /
+`profiles.knobs`, prints (docs/profile.md)."""
 from __future__ import annotations
 
 import json
@@ -78,8 +78,8 @@ def check(a) -> None:
 def run(a) -> int:
     check(a)
     profile = read_source(a)
-    from eagle_nb.loop.profile import report_lines, write_profile
-    from eagle_nb.loop.profile_json import consistency_note
+    from eagle_nb.profiles.profile import report_lines, write_profile
+    from eagle_nb.profiles.profile_json import consistency_note
     note = consistency_note(profile)
     if note:
         print(f"note: {note}", file=sys.stderr)
@@ -91,7 +91,7 @@ def run(a) -> int:
         print(json.dumps({"profile": out, "engines": knobs} if knobs else out, indent=2))
         return 0
     print("\n".join(report_lines(profile)))
-    from eagle_nb.loop.knobs import render
+    from eagle_nb.profiles.knobs import render
     for engine, s in knobs.items():
         print()
         print(render(engine, s))
@@ -100,9 +100,9 @@ def run(a) -> int:
 
 def read_source(a):
     """The profile of whichever source the flags name (pure readers first: no torch for them)."""
-    from eagle_nb.loop import profile_engines as E
+    from eagle_nb.profiles import profile_engines as E
     if a.source:
-        from eagle_nb.loop.profile_json import read_profile
+        from eagle_nb.profiles.profile_json import read_profile
         return read_profile(a.source)
     if a.vllm_responses:
         return E.profile_from_vllm(read_json_values(a.vllm_responses, "vLLM responses file"),
@@ -156,7 +156,7 @@ def read_json_values(path, what: str) -> list:
 
 def engine_settings(profile, a) -> dict:
     """{engine: settings} for each --to (vLLM's config names --drafter as its model when given)."""
-    from eagle_nb.loop.knobs import settings
+    from eagle_nb.profiles.knobs import settings
     return {engine: settings(engine, profile, a.num_speculative_tokens,
                              **({"model": a.drafter} if engine == "vllm" and a.drafter else {}))
             for engine in a.to}

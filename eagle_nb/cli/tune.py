@@ -2,7 +2,7 @@
 step costs (draft step and verify step per batch size: given as two numbers or a JSON / CSV file,
 or measured here on the local pair). Prints expected throughput and speedup per draft length, the
 break-even acceptance, the best k and its vLLM / SGLang flags; `--plot` draws them. Parses and
-checks flags before anything imports torch, calls `loop.tune` (the model: docs/profile.md), prints.
+checks flags before anything imports torch, calls `profiles.tune` (the model: docs/profile.md), prints.
 """
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def check(a) -> list[int]:
 
 def run(a) -> int:
     sizes = check(a)
-    from eagle_nb.loop.profile_json import consistency_note, read_profile
-    from eagle_nb.loop.tune import report_lines, tune
+    from eagle_nb.profiles.profile_json import consistency_note, read_profile
+    from eagle_nb.profiles.tune import report_lines, tune
     profile = read_profile(a.profile)
     note = consistency_note(profile)
     if note:
@@ -114,7 +114,7 @@ def step_costs(a, sizes: list[int], ks: list[int]):
     if a.costs:
         return read_step_costs(a.costs)
     from eagle_nb.experiment.pair import Pair
-    from eagle_nb.loop.batch_costs import measure_step_costs
+    from eagle_nb.profiles.batch_costs import measure_step_costs
     pair = Pair(a.target, a.drafter, device=a.device)
     ids = pair.encode(pair.prompts(1)[0])
     costs = measure_step_costs(pair, ids, sizes, ks, reps=a.reps)

@@ -4,7 +4,7 @@ launch it). Facts from SGLang's own source:
 - log (`scheduler_metrics_mixin.py`): "Decode batch, #running-req: N, ..., accept len: %.2f,
   accept rate: %.2f, ...". The line is the same under both accept-rate formulas SGLang printed
   (`loop.metrics.SGLANG_RATE_FORMULAS`); which one a log used, and so how many draft tokens it
-  verified, is inferred from the numbers (`loop.sglang_formula`): 1.05 and 0.21 fit
+  verified, is inferred from the numbers (`engines.sglang_formula`): 1.05 and 0.21 fit
   `accept_len / num_draft_tokens` with 5 draft tokens only, so a chain of k = 4;
 - `/metrics`: gauges `sglang:spec_accept_length`, `sglang:spec_accept_rate` of the last log
   interval, which cannot be differenced around a run.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from eagle_nb.engines.entry import NUM, Engine, fields, mean_se
 from eagle_nb.loop.metrics import SGLANG_RATE_FORMULAS as FORMULAS
-from eagle_nb.loop.sglang_formula import infer_sglang_formula
+from eagle_nb.engines.sglang_formula import infer_sglang_formula
 
 NAME = "sglang"
 FIELDS = {

@@ -16,7 +16,7 @@ import time
 from eagle_nb.experiment.results import RunResult
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.prompts import Chat
-from eagle_nb.loop.profile import ProfileError, SpeculationProfile
+from eagle_nb.profiles.profile import ProfileError, SpeculationProfile
 
 
 def prompt_template(prompts) -> str:

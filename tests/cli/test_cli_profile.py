@@ -12,7 +12,7 @@ import pytest
 
 from eagle_nb.cli import main as cli_main
 from eagle_nb.io.paths import CODE_DRAFTER, CODE_PROMPTS, CODE_TARGET
-from eagle_nb.loop.profile import SpeculationProfile, write_profile
+from eagle_nb.profiles.profile import SpeculationProfile, write_profile
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:

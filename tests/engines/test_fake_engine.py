@@ -50,7 +50,7 @@ def record(target, prompts_ids, out_dir, layer_ids, *, dtype, **kw):
     """The fake engine 'records' with the kit's own target (a stand-in for its hidden-states route)."""
     import torch
 
-    from eagle_nb.loop.recording import record as record_here
+    from eagle_nb.recordings.recording import record as record_here
     from eagle_nb.model.targets import load_target
     CALLS["record"] = dtype
     model, _ = load_target(target, device="cpu", dtype=dtype)

@@ -1,4 +1,4 @@
-"""The engines' synthetic-acceptance knobs from a profile (eagle_nb/loop/knobs.py): vLLM gets the
+"""The engines' synthetic-acceptance knobs from a profile (eagle_nb/profiles/knobs.py): vLLM gets the
 marginal rates, SGLang the mean acceptance length with the bonus, TensorRT-LLM the accepted drafts
 (AL - 1), each at any depth up to the profile's and never past it. The slow test hands the vLLM
 config to vLLM 0.32's own validator (engine environment)."""
@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from eagle_nb.loop.knobs import KNOBS, render, settings
-from eagle_nb.loop.profile import ProfileError, SpeculationProfile
+from eagle_nb.profiles.knobs import KNOBS, render, settings
+from eagle_nb.profiles.profile import ProfileError, SpeculationProfile
 
 
 def _profile():

@@ -1,4 +1,4 @@
-"""The speculation profile (eagle_nb/loop/profile.py, profile_json.py): the one histogram -> rates
+"""The speculation profile (eagle_nb/profiles/profile.py, profile_json.py): the one histogram -> rates
 conversion in both conventions, pinned against hand counts, Model-Optimizer's own test cases
 (docs/profile.md) and the kit's acceptance metrics; the schema's round trip; and every malformed
 profile refused with its field named."""
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from eagle_nb.loop.metrics import acceptance_metrics
-from eagle_nb.loop.profile import (
+from eagle_nb.profiles.profile import (
     ProfileError,
     SpeculationProfile,
     accept_rates,
@@ -18,7 +18,7 @@ from eagle_nb.loop.profile import (
     tokens_per_step,
     write_profile,
 )
-from eagle_nb.loop.profile_json import consistency_note, parse_profile, read_profile
+from eagle_nb.profiles.profile_json import consistency_note, parse_profile, read_profile
 
 
 def test_rates_by_hand():

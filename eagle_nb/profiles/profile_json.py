@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle_nb.loop.profile import (
+from eagle_nb.profiles.profile import (
     FILENAME,
     RATE_TOLERANCE,
     ProfileError,

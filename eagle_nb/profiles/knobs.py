@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from eagle_nb.loop.profile import ProfileError, SpeculationProfile
+from eagle_nb.profiles.profile import ProfileError, SpeculationProfile
 
 
 def _depth(p: SpeculationProfile, k: int | None) -> int:

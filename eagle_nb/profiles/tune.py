@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 from eagle_nb.io.step_costs import StepCosts
-from eagle_nb.loop.profile import ProfileError, tokens_per_step
+from eagle_nb.profiles.profile import ProfileError, tokens_per_step
 
 
 class TuneRow(NamedTuple):

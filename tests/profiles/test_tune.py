@@ -1,4 +1,4 @@
-"""The tune model (eagle_nb/loop/tune.py, docs/profile.md): tokens per step from the marginal rates,
+"""The tune model (eagle_nb/profiles/tune.py, docs/profile.md): tokens per step from the marginal rates,
 time per step k * t_draft + t_verify, the best k per batch size and the break-even acceptance,
 checked against the worked example of issue 31 (MakazhanAlpamys/Soup #843: a 1B draft for
 Llama-3.1-8B, only 1.68x faster than the target; break-even 0.832 at k = 5 against 0.813 measured,
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from eagle_nb.io.step_costs import StepCosts, costs_from_numbers
-from eagle_nb.loop.profile import ProfileError
-from eagle_nb.loop.tune import (
+from eagle_nb.profiles.profile import ProfileError
+from eagle_nb.profiles.tune import (
     break_even_alpha,
     constant_alpha_tokens,
     engine_flags,
