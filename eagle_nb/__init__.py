@@ -68,7 +68,7 @@ _MODULES = {
     "plots": "views.plots", "model_plots": "views.model_plots", "doctor_plots": "views.doctor_plots",
     "widgets": "views.widgets", "switcher": "views.switcher", "faults": "experiment.faults",
     "catalogue": "doctor.catalogue", "engines": "engines", "engine_figures": "views.engine_figures",
-    "knobs": "profiles.knobs",
+    "knobs": "engines.knobs",
 }
 __all__ = sorted([*_EXPORTS, *_MODULES])
 

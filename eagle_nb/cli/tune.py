@@ -82,6 +82,7 @@ def check(a) -> list[int]:
 def run(a) -> int:
     sizes = check(a)
     from eagle_nb.profiles.profile_json import consistency_note, read_profile
+    from eagle_nb.engines.knobs import draft_flags, flags_line
     from eagle_nb.profiles.tune import report_lines, tune
     profile = read_profile(a.profile)
     note = consistency_note(profile)
@@ -97,12 +98,12 @@ def run(a) -> int:
             f.write(figure_to_png(plot_tune(t)))
         print(f"wrote {a.plot}", file=sys.stderr)
     if a.json:
-        print(json.dumps({**t.as_dict(), "costs": [c.as_dict() for c in costs]}, indent=2))
+        print(json.dumps({**t.as_dict(draft_flags), "costs": [c.as_dict() for c in costs]}, indent=2))
     else:
         for c in costs:
             print(f"costs at batch {c.batch_size} ({c.source}): t_draft {c.t_draft:.4g}, t_verify "
                   + ", ".join(f"k={k}: {v:.4g}" for k, v in c.t_verify.items()) + f" {c.unit}")
-        print("\n".join(report_lines(t)))
+        print("\n".join(report_lines(t, flags_line)))
     return 0
 
 

@@ -11,11 +11,12 @@ The break-even acceptance of k is the constant per-position acceptance alpha (ma
 alpha^(i+1), Leviathan et al.'s model: tokens per step = (1 - alpha^(k+1)) / (1 - alpha)) at
 which speedup(b, k) = 1; the profile's own `equivalent_alpha` at k is the alpha that gives its
 tokens per step, so speculation at k pays exactly when it exceeds the break-even.
-Pure arithmetic: knows nothing about models or engines.
+Pure arithmetic: knows nothing about models or engines (the engines' flags for the best k come in
+as a function, `engines.knobs.draft_flags` / `flags_line`, from their registry entries).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from eagle_nb.io.step_costs import StepCosts
 from eagle_nb.profiles.profile import ProfileError, tokens_per_step
@@ -40,10 +41,12 @@ class Tuned(NamedTuple):
     def at(self, batch_size: int) -> list[TuneRow]:
         return [r for r in self.rows if r.batch_size == batch_size]
 
-    def as_dict(self) -> dict:
-        """JSON-ready: every row, and the best k per batch size with its engine flags."""
+    def as_dict(self, flags: Callable[[int], dict] | None = None) -> dict:
+        """JSON-ready: every row, and the best k per batch size, with `flags(k)` (the engines'
+        flags for it) when given."""
         return {"unit": self.unit, "rows": [r._asdict() for r in self.rows],
-                "best": {str(b): {"k": k, "flags": engine_flags(k)} for b, k in self.best.items()}}
+                "best": {str(b): {"k": k, **({"flags": flags(k)} if flags else {})}
+                         for b, k in self.best.items()}}
 
 
 def constant_alpha_tokens(alpha: float, k: int) -> float:
@@ -95,18 +98,9 @@ def tune(marginal: Sequence[float], costs: Sequence[StepCosts], ks: Sequence[int
     return Tuned(rows, best, units.pop() if len(units) == 1 else "mixed units")
 
 
-def engine_flags(k: int) -> dict:
-    """The chain flags for draft length k (0: speculation off)."""
-    if k == 0:
-        return {"vllm": "no speculative_config (speculation does not pay)",
-                "sglang": "no --speculative-algorithm (speculation does not pay)"}
-    return {"vllm": {"num_speculative_tokens": k},
-            "sglang": {"--speculative-num-steps": k, "--speculative-eagle-topk": 1,
-                       "--speculative-num-draft-tokens": k + 1}}
-
-
-def report_lines(t: Tuned) -> list[str]:
-    """A table per batch size, then the best k and its flags."""
+def report_lines(t: Tuned, flags_line: Callable[[int], str] | None = None) -> list[str]:
+    """A table per batch size, then the best k (with `flags_line(k)`, the engines' flags, when
+    given)."""
     out = []
     for b in sorted(t.best):
         out.append(f"batch size {b}  (times in {t.unit})")
@@ -119,10 +113,8 @@ def report_lines(t: Tuned) -> list[str]:
                        f"{r.throughput:10.4g}  {r.speedup:6.3f}x  {be:>16}  "
                        f"{r.equivalent_alpha:13.3f}{mark}")
         k = t.best[b]
-        flags = engine_flags(k)
-        if k == 0:
-            out.append(f"  best: no speculation ({flags['vllm']})")
+        if flags_line is not None:
+            out.append(f"  best: {flags_line(k)}")
         else:
-            sg = " ".join(f"{f} {v}" for f, v in flags["sglang"].items())
-            out.append(f"  best: k = {k}; vLLM num_speculative_tokens={k}; SGLang {sg}")
+            out.append(f"  best: k = {k}" if k else "  best: no speculation")
     return out

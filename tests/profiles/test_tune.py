@@ -12,7 +12,6 @@ from eagle_nb.profiles.profile import ProfileError
 from eagle_nb.profiles.tune import (
     break_even_alpha,
     constant_alpha_tokens,
-    engine_flags,
     report_lines,
     solve_alpha,
     tune,
@@ -65,7 +64,6 @@ def test_speculation_that_never_pays_says_so():
     """A drafter as slow as the target: no alpha breaks even at k >= 1 except perfect; best 0."""
     t = tune([0.3, 0.1], [costs_from_numbers(1.0, 1.0)])
     assert t.best == {1: 0}
-    assert engine_flags(0)["vllm"].startswith("no speculative_config")
     assert break_even_alpha(costs_from_numbers(1.0, 1.0), 2) == pytest.approx(1.0, abs=1e-9)
     assert break_even_alpha(costs_from_numbers(2.0, 1.0), 2) is None       # needs 5 tokens of 3
 
@@ -84,12 +82,16 @@ def test_alpha_solver_inverts_the_constant_alpha_model():
     assert solve_alpha(5.0, 3) is None
 
 
-def test_flags_and_report():
-    assert engine_flags(3) == {"vllm": {"num_speculative_tokens": 3},
-                               "sglang": {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1,
-                                          "--speculative-num-draft-tokens": 4}}
-    text = "\n".join(report_lines(worked_example()))
-    assert "<- best" in text and "--speculative-num-steps 1" in text and "0.832" in text
+def test_report_without_and_with_engine_flags():
+    """The tune model knows no engine: without a flags function the best line is the bare k; the
+    flags function (the registry's, engines.knobs) adds each engine's flags for it."""
+    t = worked_example()
+    text = "\n".join(report_lines(t))
+    assert "<- best" in text and "0.832" in text and "  best: k = 1" in text
+    assert "--speculative" not in text and "flags" not in t.as_dict()["best"]["1"]
+    text = "\n".join(report_lines(t, lambda k: f"k = {k}; Engine --steps {k}"))
+    assert "  best: k = 1; Engine --steps 1" in text
+    assert t.as_dict(lambda k: {"e": k})["best"]["1"]["flags"] == {"e": 1}
 
 
 def test_tune_refuses_depths_past_the_profile_and_no_costs():
