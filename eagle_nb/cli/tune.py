@@ -90,7 +90,7 @@ def run(a) -> int:
         print(f"note: {note}", file=sys.stderr)
     ks = list(range(1, (a.k_max or profile.num_speculative_tokens) + 1))
     costs = step_costs(a, sizes, ks)
-    t = tune(profile.marginal_accept_rates, costs, ks)
+    t = tune(profile.marginal_accept_rates, costs, ks, profile.measurement_conditions.get("batch_size"))
     if a.plot:
         from eagle_nb.views.palette import figure_to_png
         from eagle_nb.views.tune_plot import plot_tune

@@ -99,3 +99,32 @@ def test_tune_refuses_depths_past_the_profile_and_no_costs():
         tune([0.8, 0.6], [costs_from_numbers(0.1, 1.0)], ks=[1, 2, 3])
     with pytest.raises(ProfileError, match="no step costs"):
         tune([0.8], [])
+
+
+@pytest.mark.parametrize("marginal, msg", [
+    ([0.5, 0.7], r"marginal_accept_rates increase at position 1 \(0.5 -> 0.7\)"),
+    ([], "marginal_accept_rates: expected a non-empty list"),
+    ([0.9, 1.5], r"marginal_accept_rates\[1\] = 1.5 is not a probability"),
+])
+def test_tune_refuses_marginal_rates_no_chain_has(marginal, msg):
+    """Increasing marginal rates (conditional ones under the wrong name), none, or a rate above 1:
+    refused with the field named, before any row is computed."""
+    with pytest.raises(ProfileError, match=msg):
+        tune(marginal, [costs_from_numbers(0.1, 1.0)])
+
+
+def test_costs_at_a_batch_size_the_profile_was_not_measured_at_warn_by_name():
+    """A profile measured at batch size 1 and costs at 1 and 8: the rows for 8 are computed with the
+    same acceptance, and a named warning says it is an extrapolation, naming the sizes; costs at
+    the measured size alone, or a profile that does not say, warn nothing."""
+    import warnings
+
+    from eagle_nb.profiles.tune import UnmeasuredBatchSizeWarning
+    costs = [costs_from_numbers(0.1, 1.0), costs_from_numbers(0.1, 1.2, batch_size=8)]
+    with pytest.warns(UnmeasuredBatchSizeWarning, match="measured at batch size 1.*batch size 8"):
+        t = tune([0.8, 0.6], costs, measured_batch_size=1)
+    assert sorted(t.best) == [1, 8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tune([0.8, 0.6], costs[:1], measured_batch_size=1)
+        tune([0.8, 0.6], costs)
