@@ -147,7 +147,7 @@ def main() -> None:
     import tempfile
 
     from eagle_nb.experiment.recorded_pair import RecordedPair
-    from eagle_nb.loop.recording import record
+    from eagle_nb.recordings.recording import record
     with tempfile.TemporaryDirectory() as tmp:
         with Clock() as rc:
             rec = record(pair.target, ids, Path(tmp) / "rec", "all", max_new_tokens=64, lookahead=8,

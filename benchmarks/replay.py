@@ -14,7 +14,7 @@ import torch
 
 from eagle_nb.model.layers import eagle3_layers
 from eagle_nb.checkpoints.load import load_drafter
-from eagle_nb.loop.recording import record
+from eagle_nb.recordings.recording import record
 from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.experiment.pair import shipped_prompts

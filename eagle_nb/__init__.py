@@ -11,7 +11,9 @@ own subpackage or from one *above* it in this list, never below; `tests/test_lay
 | `io/`          | safe reading of user files, prompts, weight files, the target's parts, paths, peak memory |
 | `model/`       | drafter/spec configs, hidden-state capture and layer conventions, the drafter, KV cache, targets |
 | `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate; real-shaped cases |
-| `loop/`        | chain and tree speculation, acceptance metrics, recordings and replay, timings |
+| `loop/`        | chain and tree speculation, the one pass, verify rules, acceptance metrics, target states, timings |
+| `recordings/`  | a target's recorded states: write, read, trainers' files, the step-by-step replay reference |
+| `profiles/`    | speculation profiles: histogram -> rates, strict JSON, engine payloads, the tune model, step costs |
 | `experiment/`  | `Setting`, the fault registry, the loaded `Pair` (or `RecordedPair`), results and sweeps |
 | `engines/`     | the engine registry: real engines behind a process boundary, their logs, metrics, observations |
 | `doctor/`      | the doctor's phases: static checks, measurement, signatures, ranking, verdict; the catalogue |
@@ -32,9 +34,9 @@ _EXPORTS = {
     "load_drafter": "checkpoints.load", "save_drafter": "checkpoints.save",
     "inspect_checkpoint": "checkpoints.inspect", "convert": "checkpoints.convert",
     "generate": "loop.chain", "greedy_reference": "loop.chain", "SpecStats": "loop.chain",
-    "generate_tree": "loop.tree", "acceptance_metrics": "loop.metrics", "Recording": "loop.recording",
+    "generate_tree": "loop.tree", "acceptance_metrics": "loop.metrics", "Recording": "recordings.recording",
     "Setting": "experiment.setting", "Pair": "experiment.pair", "open_pair": "experiment.recorded_pair",
-    "RecordedPair": "experiment.recorded_pair", "record": "loop.recording", "FAULTS": "experiment.faults",
+    "RecordedPair": "experiment.recorded_pair", "record": "recordings.recording", "FAULTS": "experiment.faults",
     "TargetParts": "io.target_parts", "read_text_config": "io.target_parts",
     "diagnose": "doctor.run", "shipped_prompts": "experiment.pair", "grid": "experiment.setting",
     "read_prompts": "io.prompts", "report_value": "report.values", "report_workload": "report.values",
@@ -46,10 +48,10 @@ _EXPORTS = {
     "build_seed_case": "checkpoints.seed_case", "preflight": "doctor.preflight",
     "read_train_log": "io.train_logs", "write_train_log": "io.train_logs",
     "shipped_train_accuracy": "io.train_logs",
-    "SpeculationProfile": "loop.profile", "write_profile": "loop.profile",
-    "read_profile": "loop.profile_json", "measure_profile": "experiment.profile_run",
-    "profile_from_vllm": "loop.profile_engines", "tune": "loop.tune", "StepCosts": "io.step_costs",
-    "read_step_costs": "io.step_costs", "measure_step_costs": "loop.batch_costs",
+    "SpeculationProfile": "profiles.profile", "write_profile": "profiles.profile",
+    "read_profile": "profiles.profile_json", "measure_profile": "experiment.profile_run",
+    "profile_from_vllm": "profiles.profile_engines", "tune": "profiles.tune", "StepCosts": "io.step_costs",
+    "read_step_costs": "io.step_costs", "measure_step_costs": "profiles.batch_costs",
     "plot_tune": "views.tune_plot",
     # serving conditions (docs/conditions.md)
     "VERIFY_RULES": "loop.verify_rules", "loop_report": "loop.repetition",
@@ -66,7 +68,7 @@ _MODULES = {
     "plots": "views.plots", "model_plots": "views.model_plots", "doctor_plots": "views.doctor_plots",
     "widgets": "views.widgets", "switcher": "views.switcher", "faults": "experiment.faults",
     "catalogue": "doctor.catalogue", "engines": "engines", "engine_figures": "views.engine_figures",
-    "knobs": "loop.knobs",
+    "knobs": "engines.knobs",
 }
 __all__ = sorted([*_EXPORTS, *_MODULES])
 

@@ -430,7 +430,7 @@ def _capture(ids, n_tokens: int = 3):
 
 def _record(prompt, **kw):
     def run(c: Ctx):
-        from eagle_nb.loop.recording import record
+        from eagle_nb.recordings.recording import record
         record(c.target, [prompt], c.tmp / "rec", [2, 4, 5], progress=False, **kw)
         assert not (c.tmp / "rec").exists()
     return run

@@ -13,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "eagle_nb"
 TESTS = ROOT / "tests"
-ORDER = ["io", "model", "checkpoints", "loop", "experiment", "engines", "doctor", "views", "report",
-         "train", "cli"]
+ORDER = ["io", "model", "checkpoints", "loop", "recordings", "profiles", "experiment", "engines", "doctor",
+         "views", "report", "train", "cli"]
 
 
 def modules() -> dict[str, Path]:
@@ -192,4 +192,42 @@ def test_the_package_and_benchmarks_never_reach_into_tests(folder, forbidden):
     bad = [f"{p.relative_to(ROOT)}:{line} {text!r}" for p in sorted((ROOT / folder).rglob("*.py"))
            for line, text in _path_strings(p)
            if text in forbidden or any(text.startswith(f"{f}/") for f in forbidden)]
+    assert not bad, "\n".join(bad)
+
+
+def _engine_literals(node, names: set[str]) -> list[str]:
+    """The engine names among a node's string constants (one constant, or a tuple/list/set of them)."""
+    elts = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [e.value for e in elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value in names]
+
+
+def _is_checkpoint_format(node) -> bool:
+    """`fmt` / `x.format`: a checkpoint format (checkpoints/registry.py), which shares the name
+    "sglang" with the engine but is another registry's key."""
+    return (isinstance(node, ast.Name) and node.id == "fmt") or (
+        isinstance(node, ast.Attribute) and node.attr == "format")
+
+
+def test_no_engine_name_is_compared_outside_engines():
+    """An engine is one registry entry (engines/registry.py): outside engines/, no module compares
+    a value with an engine's name written as a string ("vllm", "sglang", "llama.cpp", "trtllm"),
+    nor indexes by one; what differs by engine is a field of its entry."""
+    from eagle_nb.engines import registry
+    names = set(registry.names()) | {"llama_cpp"}      # names, not labels ("vLLM" heads a table column)
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.relative_to(PKG).parts[0] == "engines":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if any(_is_checkpoint_format(s) for s in sides):
+                    continue
+                hits = [h for s in sides for h in _engine_literals(s, names)]
+            elif isinstance(node, ast.Subscript):
+                hits = _engine_literals(node.slice, names)
+            else:
+                continue
+            bad += [f"{path.relative_to(ROOT)}:{node.lineno} {h!r}" for h in hits]
     assert not bad, "\n".join(bad)

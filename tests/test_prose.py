@@ -61,7 +61,7 @@ PEER_FILES = {
     "scripts/train_eagle3.py", "scripts/train_eagle3_online.py", "scripts/prepare_hidden_states.py",
     # huggingface/transformers, ggml-org/llama.cpp, pytorch-labs/gpt-fast
     "modeling_auto.py", "utils/generic.py", "convert_hf_to_gguf.py", "conversion/llama.py", "generate.py",
-    # the engines' knobs and rejection samplers (docs/profile.md, docs/metrics.md, loop/knobs.py)
+    # the engines' knobs and rejection samplers (docs/profile.md, docs/metrics.md, profiles/knobs.py)
     "python/sglang/srt/speculative/eagle_info.py", "python/sglang/srt/environ.py", "speculative/spec_utils.py",
     "vllm/config/speculative.py", "vllm/config/observability.py", "vllm/engine/arg_utils.py",
     "vllm/v1/metrics/stats.py", "vllm/v1/sample/rejection_sampler.py", "vllm/v1/spec_decode/utils.py",
@@ -74,7 +74,7 @@ PEER_FILES = {
 PROSE_NAMES = {"hidden_states.shape",      # SGLang's tensor (docs/drafter.md)
                "inspect.getdoc",           # the standard library's (io/long_documents.py)
                "vllm.entrypoints.openai.api_server",   # vLLM's server module (engines/vllm.py)
-               "metrics.speculative_decoding"}         # vLLM's counter prefix (loop/profile_engines.py)
+               "metrics.speculative_decoding"}         # vLLM's counter prefix (profiles/profile_engines.py)
 # Files another change owns; the stale names they hold are fixed there.
 KNOWN_STALE: dict[str, str] = {}
 EXTENSIONS = {"json", "jsonl", "py", "md", "txt", "safetensors", "bin", "gguf", "log", "html", "ipynb",

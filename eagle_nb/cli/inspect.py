@@ -100,7 +100,7 @@ def workload_coverage(a, rows, state, vocab_size: int):
     from eagle_nb.experiment import workload as W
     inside = W.drafter_mask(state, vocab_size)
     if a.features:
-        from eagle_nb.loop.recording import Recording
+        from eagle_nb.recordings.recording import Recording
         return W.recording_coverage(inside, Recording(a.features), a.depth), None
     from eagle_nb.model.targets import load_target, resolve_target
     target, tok = load_target(resolve_target(a.target))

@@ -2,16 +2,15 @@
 schema: per-position acceptance as conditional and marginal rates, mean acceptance length, the
 measurement conditions) measured on the pair, a recording, or read from an engine's output; and the
 engines' synthetic-acceptance knobs from it (`--to vllm|sglang|trtllm`). Parses and checks flags
-before anything imports torch, calls `experiment.profile_run` / `loop.profile_engines` /
-`loop.knobs`, prints (docs/profile.md)."""
+before anything imports torch, calls `experiment.profile_run` or the engine's registry entry
+(`profile_from`), and `engines.knobs` for the settings, prints (docs/profile.md)."""
 from __future__ import annotations
 
 import json
 import sys
 
 from eagle_nb.cli import options
-
-ENGINES = ["vllm", "sglang", "trtllm"]
+from eagle_nb.engines import knobs as K
 
 
 def add_parser(sub):
@@ -46,9 +45,9 @@ def add_parser(sub):
     options.device(p)
     p.add_argument("--out", default=None,
                    help="write the profile here (a directory gets speculation_profile.json)")
-    p.add_argument("--to", action="append", default=[], choices=ENGINES, metavar="ENGINE",
+    p.add_argument("--to", action="append", default=[], choices=K.names(), metavar="ENGINE",
                    help=f"also print that engine's synthetic-acceptance settings (repeatable): "
-                        f"{', '.join(ENGINES)}")
+                        f"{', '.join(K.names())}")
     p.add_argument("--num-speculative-tokens", type=int, default=None,
                    help="draft length for --to (default: the profile's; never deeper)")
     options.json_output(p)
@@ -78,8 +77,8 @@ def check(a) -> None:
 def run(a) -> int:
     check(a)
     profile = read_source(a)
-    from eagle_nb.loop.profile import report_lines, write_profile
-    from eagle_nb.loop.profile_json import consistency_note
+    from eagle_nb.profiles.profile import report_lines, write_profile
+    from eagle_nb.profiles.profile_json import consistency_note
     note = consistency_note(profile)
     if note:
         print(f"note: {note}", file=sys.stderr)
@@ -91,27 +90,25 @@ def run(a) -> int:
         print(json.dumps({"profile": out, "engines": knobs} if knobs else out, indent=2))
         return 0
     print("\n".join(report_lines(profile)))
-    from eagle_nb.loop.knobs import render
     for engine, s in knobs.items():
         print()
-        print(render(engine, s))
+        print(K.render(engine, s))
     return 0
 
 
 def read_source(a):
     """The profile of whichever source the flags name (pure readers first: no torch for them)."""
-    from eagle_nb.loop import profile_engines as E
+    from eagle_nb.engines import llama_cpp, vllm
     if a.source:
-        from eagle_nb.loop.profile_json import read_profile
+        from eagle_nb.profiles.profile_json import read_profile
         return read_profile(a.source)
     if a.vllm_responses:
-        return E.profile_from_vllm(read_json_values(a.vllm_responses, "vLLM responses file"),
-                                   conditions={"responses_file": a.vllm_responses})
+        return vllm.ENTRY.profile_from(read_json_values(a.vllm_responses, "vLLM responses file"),
+                                       conditions={"responses_file": a.vllm_responses})
     if a.llama_log:
         from eagle_nb.io.files import PROMPTS_CAP, read_text
-        from eagle_nb.engines.llama_cpp import step_counts
         text = read_text(a.llama_log, "llama-server log", PROMPTS_CAP)
-        return E.profile_from_llama_steps(step_counts(text), conditions={"log": a.llama_log})
+        return llama_cpp.ENTRY.profile_from(text, conditions={"log": a.llama_log})
     return measure(a)
 
 
@@ -155,8 +152,6 @@ def read_json_values(path, what: str) -> list:
 
 
 def engine_settings(profile, a) -> dict:
-    """{engine: settings} for each --to (vLLM's config names --drafter as its model when given)."""
-    from eagle_nb.loop.knobs import settings
-    return {engine: settings(engine, profile, a.num_speculative_tokens,
-                             **({"model": a.drafter} if engine == "vllm" and a.drafter else {}))
-            for engine in a.to}
+    """{engine: settings} for each --to (an engine whose config names the drafter, vLLM's, takes
+    --drafter as its model when given)."""
+    return {engine: K.settings(engine, profile, a.num_speculative_tokens, a.drafter) for engine in a.to}

@@ -1,6 +1,6 @@
 """`eagle-nb record`: the target's greedy continuations of prompts and the hidden states EAGLE-3
 captures, written as a recording that `speculate --features` replays without the target. Parses
-flags, calls `loop.recording.record`, prints where it wrote."""
+flags, calls `recordings.recording.record`, prints where it wrote."""
 from __future__ import annotations
 
 from eagle_nb.cli import options
@@ -35,7 +35,7 @@ def add_parser(sub):
 
 
 def run(a) -> int:
-    from eagle_nb.loop.recording import record
+    from eagle_nb.recordings.recording import record
     from eagle_nb.model.decoder import num_decoder_layers
     from eagle_nb.model.limits import encode
     from eagle_nb.model.targets import load_target

@@ -2,7 +2,7 @@
 step costs (draft step and verify step per batch size: given as two numbers or a JSON / CSV file,
 or measured here on the local pair). Prints expected throughput and speedup per draft length, the
 break-even acceptance, the best k and its vLLM / SGLang flags; `--plot` draws them. Parses and
-checks flags before anything imports torch, calls `loop.tune` (the model: docs/profile.md), prints.
+checks flags before anything imports torch, calls `profiles.tune` (the model: docs/profile.md), prints.
 """
 from __future__ import annotations
 
@@ -81,15 +81,16 @@ def check(a) -> list[int]:
 
 def run(a) -> int:
     sizes = check(a)
-    from eagle_nb.loop.profile_json import consistency_note, read_profile
-    from eagle_nb.loop.tune import report_lines, tune
+    from eagle_nb.profiles.profile_json import consistency_note, read_profile
+    from eagle_nb.engines.knobs import draft_flags, flags_line
+    from eagle_nb.profiles.tune import report_lines, tune
     profile = read_profile(a.profile)
     note = consistency_note(profile)
     if note:
         print(f"note: {note}", file=sys.stderr)
     ks = list(range(1, (a.k_max or profile.num_speculative_tokens) + 1))
     costs = step_costs(a, sizes, ks)
-    t = tune(profile.marginal_accept_rates, costs, ks)
+    t = tune(profile.marginal_accept_rates, costs, ks, profile.measurement_conditions.get("batch_size"))
     if a.plot:
         from eagle_nb.views.palette import figure_to_png
         from eagle_nb.views.tune_plot import plot_tune
@@ -97,12 +98,12 @@ def run(a) -> int:
             f.write(figure_to_png(plot_tune(t)))
         print(f"wrote {a.plot}", file=sys.stderr)
     if a.json:
-        print(json.dumps({**t.as_dict(), "costs": [c.as_dict() for c in costs]}, indent=2))
+        print(json.dumps({**t.as_dict(draft_flags), "costs": [c.as_dict() for c in costs]}, indent=2))
     else:
         for c in costs:
             print(f"costs at batch {c.batch_size} ({c.source}): t_draft {c.t_draft:.4g}, t_verify "
                   + ", ".join(f"k={k}: {v:.4g}" for k, v in c.t_verify.items()) + f" {c.unit}")
-        print("\n".join(report_lines(t)))
+        print("\n".join(report_lines(t, flags_line)))
     return 0
 
 
@@ -114,7 +115,7 @@ def step_costs(a, sizes: list[int], ks: list[int]):
     if a.costs:
         return read_step_costs(a.costs)
     from eagle_nb.experiment.pair import Pair
-    from eagle_nb.loop.batch_costs import measure_step_costs
+    from eagle_nb.profiles.batch_costs import measure_step_costs
     pair = Pair(a.target, a.drafter, device=a.device)
     ids = pair.encode(pair.prompts(1)[0])
     costs = measure_step_costs(pair, ids, sizes, ks, reps=a.reps)

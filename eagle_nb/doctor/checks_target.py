@@ -12,23 +12,16 @@ from eagle_nb.checkpoints.stats import EMBED, embedding_agreement
 from eagle_nb.doctor.checks_drafter import ck
 from eagle_nb.doctor.diagnosis import Check
 from eagle_nb.doctor.target_layout import layout_check
-from eagle_nb.model.layers import eagle3_layers, from_hf, sglang_capture_ids, to_hf
+from eagle_nb.engines.registry import captures
+from eagle_nb.model.layers import eagle3_layers, from_hf
 
 
 def engine_captures(rep, raw_cfg, L: int) -> dict:
-    """HF ids each engine would capture for this config, and the ids the drafter was trained on."""
+    """HF ids each engine would capture for this config (its registry entry's `captures`), and the
+    ids the drafter was trained on."""
     default = list(eagle3_layers(L))
-    nested = (raw_cfg.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    top = raw_cfg.get("eagle_aux_hidden_state_layer_ids")
-    trained = rep.config.aux_layer_ids or default
-    return {
-        "trained (kit reading)": trained,
-        "vLLM": to_hf(top, "vllm") if top else default,               # reads the top-level field only
-        "SGLang llama.py (+1 always)":
-            sglang_capture_ids(nested, "LlamaForCausalLM") if nested else default,
-        "SGLang first-id rule (PR #25454; DeepSeek-V2 / GLM-4-MoE-lite family, >= 0.5.13)":
-            sglang_capture_ids(nested, "DeepseekV2ForCausalLM") if nested else default,
-    }
+    return {"trained (kit reading)": rep.config.aux_layer_ids or default,
+            **captures(raw_cfg, default)}
 
 
 def check_aux_ids(rep, raw_cfg, tmeta) -> Check:

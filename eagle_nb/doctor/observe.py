@@ -13,7 +13,7 @@ import sys
 from eagle_nb.doctor import preflight, training
 from eagle_nb.engines.observation import observe as read_observation
 from eagle_nb.io.paths import SHIPPED_TARGET, shipped
-from eagle_nb.loop.recording import Recording
+from eagle_nb.recordings.recording import Recording
 
 
 def observe(st) -> None:

@@ -132,13 +132,14 @@ def signatures(st) -> None:
 
 def facts_of(st) -> Facts:
     """What the files say that decides which serving-path faults can happen to them."""
-    from eagle_nb.engines.registry import entry
+    from eagle_nb.engines.registry import entry, target_needs
     cfg, pre = st.rep.config, st.pre
     names = (pre.config.get("architectures") if pre is not None else None) or [None]
     wrapper = any(c.id == "target-layout" and c.status == "warn" for c in st.checks)
     return Facts(pre.architecture if pre is not None else None, names[0], wrapper, cfg.hidden_size,
                  cfg.target_hidden_size, cfg.num_aux, cfg.vocab_size, cfg.draft_vocab_size,
-                 "embed_tokens.weight" in st.state, entry(st.obs.engine).label if st.obs.engine else None)
+                 "embed_tokens.weight" in st.state, entry(st.obs.engine).label if st.obs.engine else None,
+                 tuple(target_needs()))
 
 
 def replayed_healthy_tau(drafter, target, features, k: int, max_new_tokens: int) -> tuple[float, str]:

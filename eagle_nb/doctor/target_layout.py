@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from eagle_nb.doctor.diagnosis import Check
+from eagle_nb.engines.registry import target_needs
 from eagle_nb.model.architectures import layers_from_keys, layers_on_meta, lookup, serving_notes
 
 TITLE = "target decoder layout"
@@ -49,7 +50,7 @@ def layout_check(tmeta) -> Check:
         return Check("target-layout", "warn", TITLE, ev + ": a multimodal wrapper around a language "
                      "model; capture code that looks for `model.layers` finds nothing and hands over "
                      "the final hidden state unless the engine's class for this architecture passes "
-                     "the language model's aux states on. " + "; ".join(serving_notes(arch)),
+                     "the language model's aux states on. " + "; ".join(serving_notes(arch, target_needs())),
                      ["wrapper-capture"], "serve with an engine release whose class for this "
                      "architecture passes the aux states (see the evidence); on the serving side the "
                      "drafter's input must be n_aux x Ht wide, not Ht (docs/faults.md)")

@@ -1,6 +1,7 @@
 """Real engines behind a process boundary, one registry entry each (registry.py: vLLM, SGLang,
-llama.cpp): their servers (launched here or reached by URL) beside the reference loop, and the one
-reader of their logs and of their `/metrics` pages. The kit never imports an engine; it talks over
+llama.cpp, and TensorRT-LLM for its knobs alone): their servers (launched here or reached by URL)
+beside the reference loop, the one reader of their logs and of their `/metrics` pages, and their
+speculation conventions (knobs.py: synthetic acceptance from a profile, chain flags). The kit never imports an engine; it talks over
 HTTP. Figures of these results are in `eagle_nb.views.engine_figures`.
 
     parse_log(text) -> ParsedLog(df, summary)      parse_metrics(text) / scrape(url) -> Counters

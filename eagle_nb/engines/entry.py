@@ -2,13 +2,16 @@
 the kit uses about it, so that `eagle-nb engine log`, `engine compare`, `record --engine` and the
 doctor read it from one place and no module compares engine names.
 
-The facts come in four groups: its log (the text that marks an acceptance line, the line's parser,
+The facts come in five groups: its log (the text that marks an acceptance line, the line's parser,
 its timestamp, how its lines are pooled, how they become an `Observation`); its `/metrics` page
 (the prefix of its vLLM-named counters or of its gauges); running it here (how its server is
 built, why it cannot be, how prompts are sent and the counters settle, the dtype it runs the
-target in, the shipped drafter file it serves); and what it is shown (how a recording is made on
-it, how a broken drafter it serves is written). An engine the kit only reads (SGLang) leaves the
-running fields empty. The small helpers entries parse with (`NUM`, `fields`, `mean_se`) are here
+target in, the shipped drafter file it serves); what it is shown (how a recording is made on it,
+how a broken drafter it serves is written); and its speculation conventions (its synthetic-
+acceptance knobs from a profile, its chain flags for a draft length, its profile from what it
+reports, which layers it captures for a drafter's config, what its target class must do). An
+engine the kit only reads (SGLang) leaves the running fields empty; one it only configures
+(TensorRT-LLM) has its knobs alone. The small helpers entries parse with (`NUM`, `fields`, `mean_se`) are here
 too. Knows nothing about any engine in particular.
 """
 from __future__ import annotations
@@ -79,6 +82,18 @@ class Engine:
     #   (src, dst, fault, target) -> a broken drafter it serves, with the named fault
     broken_faults: Callable[[], tuple[str, ...]] | None = field(default=None, repr=False)
     #   the faults write_broken can write
+    # -- its speculation conventions --------------------------------------------------------------
+    knobs: Callable | None = field(default=None, repr=False)
+    #   (SpeculationProfile, k or None, drafter path or None) -> its synthetic-acceptance settings
+    render_knobs: Callable[[dict], str] | None = field(default=None, repr=False)
+    #   those settings -> the lines a user pastes
+    draft_flags: Callable[[int], dict | str] | None = field(default=None, repr=False)
+    #   draft length k -> its chain flags ({flag or config key: value}); k = 0: why it is off (str)
+    profile_from: Callable | None = field(default=None, repr=False)
+    #   (what it reports: vLLM's responses, llama-server's log text; conditions) -> SpeculationProfile
+    captures: Callable[[dict, list[int]], dict[str, list[int]]] | None = field(default=None, repr=False)
+    #   (a drafter's raw config.json, the EAGLE-3 default HF ids) -> {who: HF ids it would capture}
+    target_needs: str = ""         # what its target class must do to hand the drafter aux states
 
     def __post_init__(self):
         why = []
@@ -86,8 +101,12 @@ class Engine:
             why.append("a log reader needs both log_mark and parse_line")
         if self.time_pattern is not None:
             re.compile(self.time_pattern[0])
-        if self.counter_prefix is None and self.gauge_prefix is None and self.log_mark is None:
-            why.append("an engine is read from its log or its /metrics page: give one of them")
+        if (self.counter_prefix is None and self.gauge_prefix is None and self.log_mark is None
+                and self.knobs is None):
+            why.append("an engine is read from its log or its /metrics page, or configured by its "
+                       "knobs: give one of them")
+        if (self.knobs is None) != (self.render_knobs is None):
+            why.append("knobs and render_knobs go together")
         if (self.server is None) != (self.complete is None):
             why.append("an engine run here needs both server and complete")
         if (self.write_broken is None) != (self.broken_faults is None):

@@ -262,6 +262,12 @@ def broken_faults() -> tuple[str, ...]:
     return GGUF_FAULTS
 
 
+def profile_from(text: str, conditions: dict | None = None):
+    """A profile from a llama-server log's LLAMA_TRACE step lines (profiles/profile_engines.py)."""
+    from eagle_nb.profiles.profile_engines import profile_from_llama_steps
+    return profile_from_llama_steps(step_counts(text), conditions=conditions)
+
+
 ENTRY = Engine(
     NAME, "llama.cpp", log_mark=LLAMA_MARK, parse_line=parse_line,
     time_pattern=(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)", "%Y-%m-%d %H:%M:%S"),   # [2025-11-13 10:00:00
@@ -272,4 +278,4 @@ ENTRY = Engine(
     sampling_note="llama.cpp accepts a draft token while it equals the target's sampled token "
                   "(common_sampler_sample_and_accept_n), not by rejection sampling: at T > 0 its "
                   "acceptance is not the reference loop's quantity",
-    write_broken=write_broken, broken_faults=broken_faults)
+    write_broken=write_broken, broken_faults=broken_faults, profile_from=profile_from)

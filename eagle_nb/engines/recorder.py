@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from eagle_nb.engines import hidden_states as hs
 from eagle_nb.engines.server import EngineError, http_get, http_post_json
 from eagle_nb.io.target_parts import NOT_TEXT, TargetParts
-from eagle_nb.loop.recording_writer import RecordingWriter
+from eagle_nb.recordings.recording_writer import RecordingWriter
 from eagle_nb.model.layers import check_layer_ids
 
 FINAL_AGREEMENT_MIN = 0.9     # below this, id L is not the pre-norm last-layer output

@@ -11,7 +11,10 @@ copies (broken.py). The facts the kit relies on are from vLLM's own source:
 - `/metrics`: `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,
   `..._num_accepted_tokens_total`, `..._num_accepted_tokens_per_pos_total{position}`;
 - the server runs float32 unless told (`ENTRY.dtype`): the kit's reference loop runs the target
-  in float32, and vLLM's `auto` is bfloat16 on CPU (near-ties then flip greedy tokens).
+  in float32, and vLLM's `auto` is bfloat16 on CPU (near-ties then flip greedy tokens);
+- speculation conventions: `synthetic_acceptance_rates` (0.32) take a profile's marginal rates,
+  `num_speculative_tokens` is the chain's draft length, completions carry per-request metrics
+  (`--per-request-spec-decode-metrics`), the top-level aux ids are input-of-layer (HF) ids.
 Knows vLLM's flags, lines and counters; no model code.
 """
 from __future__ import annotations
@@ -26,6 +29,8 @@ from eagle_nb.engines import hidden_states as hs
 from eagle_nb.engines.endpoint import Endpoint
 from eagle_nb.engines.entry import NUM, Engine, fields, mean_se
 from eagle_nb.engines.server import HOST, RUNNING, EngineError, Server, engine_python
+from eagle_nb.model.layers import to_hf
+from eagle_nb.profiles import knobs as K
 
 NAME = "vllm"
 FIELDS = {
@@ -219,6 +224,41 @@ def broken_faults() -> tuple[str, ...]:
     return checkpoint_faults()
 
 
+def knobs(p, k: int | None = None, drafter: str | None = None) -> dict:
+    """Its `speculative_config` (the `--speculative-config` JSON) from a profile: synthetic
+    rejection sampling with the **marginal** rates, one per position, non-increasing (0.32,
+    `vllm/config/speculative.py`; the sampler makes them conditional itself); `drafter` is the
+    draft model's path (a DRAFTER placeholder when not given)."""
+    k = K.depth(p, k)
+    return {"speculative_config": {
+        "method": p.method if p.method in ("eagle3", "eagle") else "eagle3",
+        "model": drafter or "DRAFTER", "num_speculative_tokens": k,
+        "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": K.marginal_rates(p, k)}}
+
+
+def render_knobs(s: dict) -> str:
+    cfg = json.dumps(s["speculative_config"])
+    return (f"# vLLM: synthetic rejection sampling with the profile's marginal rates\n"
+            f"vllm serve TARGET --speculative-config '{cfg}'\n"
+            f"# Python: LLM(model=TARGET, speculative_config={cfg})")
+
+
+def draft_flags(k: int) -> dict | str:
+    return {"num_speculative_tokens": k} if k else "no speculative_config (speculation does not pay)"
+
+
+def captures(raw_cfg: dict, default: list[int]) -> dict[str, list[int]]:
+    """vLLM reads the top-level `eagle_aux_hidden_state_layer_ids` only (input-of-layer ids)."""
+    top = raw_cfg.get("eagle_aux_hidden_state_layer_ids")
+    return {"vLLM": to_hf(top, "vllm") if top else default}
+
+
+def profile_from(responses, conditions: dict | None = None):
+    """A profile from its completion responses' per-request metrics (profiles/profile_engines.py)."""
+    from eagle_nb.profiles.profile_engines import profile_from_vllm
+    return profile_from_vllm(responses, conditions=conditions)
+
+
 ENTRY = Engine(
     NAME, "vLLM", log_mark="SpecDecoding metrics:", parse_line=parse_line,
     time_pattern=(r"(\d\d-\d\d \d\d:\d\d:\d\d)", "%m-%d %H:%M:%S"),      # INFO 11-30 08:50:01
@@ -228,4 +268,9 @@ ENTRY = Engine(
     # vLLM logs on a timer, so its last lines come up to an interval after the counters
     log_settled=lambda parsed, c: parsed.summary.get(NAME, {}).get("drafted_tokens", 0) >= c.num_draft_tokens,
     dtype="float32", shipped_drafter="drafter_speculators",
-    record=record, write_broken=write_broken, broken_faults=broken_faults)
+    record=record, write_broken=write_broken, broken_faults=broken_faults,
+    knobs=knobs, render_knobs=render_knobs, draft_flags=draft_flags, profile_from=profile_from,
+    captures=captures,
+    target_needs="vLLM: the target class must implement `SupportsEagle3`; otherwise the server "
+                 "refuses to start ('Model does not support EAGLE3 interface but "
+                 "aux_hidden_state_outputs was requested')")

@@ -88,6 +88,7 @@ class Facts:
     Vd: int
     has_embed: bool             # the drafter ships its own embed_tokens
     engine: str | None = None   # label of the engine that reported the observation ("SGLang"), or None
+    needs: tuple[str, ...] = ()  # what every engine needs from a target class (engine registry)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import time
 from eagle_nb.experiment.results import RunResult
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.prompts import Chat
-from eagle_nb.loop.profile import ProfileError, SpeculationProfile
+from eagle_nb.profiles.profile import ProfileError, SpeculationProfile
 
 
 def prompt_template(prompts) -> str:
@@ -42,6 +42,7 @@ def profile_from_result(res: RunResult, prompts_source: str | None = None,
         "prompts": {"count": len(res.prompts), "source": prompts_source or "given in Python",
                     "template": prompt_template(res.prompts)},
         "temperature": s.temperature, "depth": s.depth, "num_steps": res.metrics.verify_steps,
+        "batch_size": 1,                      # the reference loop decodes one sequence at a time
         "max_new_tokens": s.max_new_tokens, "new_tokens": res.new_tokens, "seed": s.seed,
         "computed_by": res.computed_by, "faults": list(s.faults),
         "validation": "greedy: drafts checked against the target's argmax" if s.temperature == 0

@@ -3,18 +3,18 @@ loaded (too big for this machine, or running in an engine elsewhere), and the on
 computes from a recording (`eagle-nb speculate --features`, the doctor, the notebooks).
 
 Greedy chain acceptance needs from the target only its greedy continuation and its states at the
-fed positions (loop/onepass.py says why), and a recording (`eagle-nb record`, loop/recording.py)
+fed positions (loop/onepass.py says why), and a recording (`eagle-nb record`, recordings/recording.py)
 holds exactly that. So `run` / `sweep` answer every greedy chain setting from the recording by the
 one pass, with the numbers a loaded target would give (tests/experiment/test_recorded_pair.py checks
-equality on the shipped pair, and against the step-by-step reference, loop/replay.py). Records are
+equality on the shipped pair, and against the step-by-step reference, recordings/replay.py). Records are
 read one at a time and cut to what a setting reads, so memory does not grow with the recording.
 
-Trainers' hidden-state files (SpecForge, speculators: loop/foreign_features.py) are teacher-forced
+Trainers' hidden-state files (SpecForge, speculators: recordings/foreign_features.py) are teacher-forced
 on dataset text, not the target's own continuation: each record answers as many new tokens as it
 holds, and results are labelled estimates (`RunResult.estimate`), unless the target's lm_head
 (from its directory) picks the dataset's token at every position of records that kept the final
 state. A recording made with the target in another dtype than the kit's reference loop runs it in
-warns (`loop.recording.DtypeMismatchWarning`) and says so in every result.
+warns (`recordings.recording.DtypeMismatchWarning`) and says so in every result.
 
 The target's directory, when given, supplies what is small and read lazily (io/target_parts.py):
 tokenizer, config, the embedding rows a drafter without its own `embed_tokens` borrows, the
@@ -33,8 +33,8 @@ from eagle_nb.experiment.recorded_runs import RecordedOnePass, greedy_agreement
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_DRAFTER_SPECULATORS, SHIPPED_TARGET, shipped
 from eagle_nb.loop import target_states as TS
-from eagle_nb.loop.recording import Recording, check_dtype
-from eagle_nb.loop.records import RecordingError
+from eagle_nb.recordings.recording import Recording, check_dtype
+from eagle_nb.recordings.records import RecordingError
 from eagle_nb.model.layers import eagle3_layers
 
 NeedsTarget = F.NeedsTarget

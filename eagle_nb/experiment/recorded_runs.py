@@ -16,7 +16,7 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.onepass_runs import OnePass
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop import target_states as TS
-from eagle_nb.loop.records import Record, RecordingError
+from eagle_nb.recordings.records import Record, RecordingError
 
 
 def greedy_agreement(rec: Record, lm_head: torch.Tensor) -> tuple[int, int]:

@@ -26,7 +26,7 @@ def aux_story(f: Facts) -> str:
 
 
 def aux_check(f: Facts) -> str:
-    notes = serving_notes(f.arch, f.engine)
+    notes = serving_notes(f.arch, f.needs, f.engine)
     return ("; ".join(notes) + f"; on a running SGLang server, print "
             "`forward_batch.spec_info.hidden_states.shape[-1]` in `llama_eagle3.py` just before its "
             f"`if hidden_states.shape[-1] != embeds.shape[-1]` line: {f.n_aux * f.Ht} when the aux "

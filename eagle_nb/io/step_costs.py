@@ -1,6 +1,6 @@
 """What one speculative step costs at a batch size: `StepCosts` (one drafter step, and the target's
 verify forward over k + 1 tokens per sequence), given by the user for their GPU as numbers or a
-small JSON / CSV file, or measured by `loop/batch_costs.py` on the local pair. `eagle-nb tune`
+small JSON / CSV file, or measured by `profiles/batch_costs.py` on the local pair. `eagle-nb tune`
 reads them (docs/profile.md states the model they feed).
 
 Any time unit works as long as one file uses one (seconds, milliseconds, or relative to the

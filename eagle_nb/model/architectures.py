@@ -13,7 +13,8 @@ SGLang `kimi_k25.py` has no `set_eagle3_layers_to_capture` / `get_embed_and_head
 delegates both to its `DeepseekV3ForCausalLM` language model from 0.5.10 (PR #19689); SGLang
 `qwen2_5_vl.py` captured the aux states but did not hand them to its logits processor in 0.5.5.post3
 (after PR #13075) and does again in 0.5.6 (PR #13904); SGLang `llama_eagle3.py` applies `fc` only
-when the hidden state it is handed is not already `hidden_size` wide. Knows config dicts only.
+when the hidden state it is handed is not already `hidden_size` wide. What every engine needs from
+a target class is its registry entry's (`engines/*.py`, `target_needs`). Knows config dicts only.
 """
 from __future__ import annotations
 
@@ -21,15 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TEXT_LAYERS = "model.layers"
-
-# What every engine needs from a target class, whatever the architecture.
-SGLANG_NEEDS = ("SGLang: the target class must define `set_eagle3_layers_to_capture` and pass its "
-                "`aux_hidden_states` to the logits processor; when they are missing the drafter is "
-                "handed the final hidden state and `llama_eagle3.py` skips `fc` by its width check")
-VLLM_NEEDS = ("vLLM: the target class must implement `SupportsEagle3`; otherwise the server refuses "
-              "to start ('Model does not support EAGLE3 interface but aux_hidden_state_outputs was "
-              "requested')")
-
 
 @dataclass(frozen=True)
 class Architecture:
@@ -86,10 +78,12 @@ def lookup(config: dict) -> Architecture | None:
     return None
 
 
-def serving_notes(arch: Architecture | None, engine: str | None = None) -> list[str]:
-    """What to check on the serving side: the table's facts for this class, then what every
-    engine needs; only the named engine's lines when `engine` ('sglang' | 'vllm') is given."""
-    lines = list(arch.engines if arch else ()) + [SGLANG_NEEDS, VLLM_NEEDS]
+def serving_notes(arch: Architecture | None, needs=(), engine: str | None = None) -> list[str]:
+    """What to check on the serving side: the table's facts for this class, then `needs`, what
+    every engine needs from a target class (the engine registry's `target_needs`, passed in: this
+    layer is below the engines); only the lines of the engine labelled `engine` ("SGLang") when
+    it has any."""
+    lines = list(arch.engines if arch else ()) + list(needs)
     if engine:
         lines = [ln for ln in lines if ln.lower().startswith(engine.lower())] or lines
     return lines

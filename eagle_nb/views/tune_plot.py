@@ -1,5 +1,5 @@
 """`plot_tune(tuned)`: expected throughput against draft length, one line per batch size, from
-`loop.tune.tune`'s rows, each batch size's best draft length marked. By default the y axis is the
+`profiles.tune.tune`'s rows, each batch size's best draft length marked. By default the y axis is the
 speedup over target-only decoding at that batch size (throughputs of batch 1 and batch 64 differ
 by orders of magnitude; speedups share one axis), with the break-even line at 1;
 `relative=False` draws throughput itself.
@@ -13,7 +13,7 @@ from eagle_nb.views.palette import FONT, GUIDE_COLOR, new_axes, position_colors,
 
 
 def plot_tune(tuned, ax=None, relative: bool = True, title: str | None = None) -> Figure:
-    """`tuned`: a `loop.tune.Tuned` (rows and best k per batch size)."""
+    """`tuned`: a `profiles.tune.Tuned` (rows and best k per batch size)."""
     fig, (ax,) = new_axes(ax)
     sizes = sorted(tuned.best)
     for color, b in zip(position_colors(len(sizes)), sizes):

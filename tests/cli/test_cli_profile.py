@@ -12,7 +12,7 @@ import pytest
 
 from eagle_nb.cli import main as cli_main
 from eagle_nb.io.paths import CODE_DRAFTER, CODE_PROMPTS, CODE_TARGET
-from eagle_nb.loop.profile import SpeculationProfile, write_profile
+from eagle_nb.profiles.profile import SpeculationProfile, write_profile
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
@@ -126,6 +126,18 @@ def test_tune_worked_example(capsys, tmp_path):
     d = json.loads(out)
     assert rc == 0 and d["best"]["1"]["k"] == 1
     assert d["best"]["1"]["flags"]["sglang"]["--speculative-num-draft-tokens"] == 2
+
+
+def test_tune_warns_for_costs_at_a_batch_size_the_profile_was_not_measured_at(capsys, tmp_path):
+    """A profile measured at batch size 1 (the kit's, `measurement_conditions.batch_size`) tuned
+    with costs at batch 8: the table is printed, and the named warning gives both sizes."""
+    from eagle_nb.profiles.tune import UnmeasuredBatchSizeWarning
+    p = SpeculationProfile.from_histogram([10, 20, 30, 40], 3, conditions={"batch_size": 1})
+    path = write_profile(p, tmp_path)
+    with pytest.warns(UnmeasuredBatchSizeWarning, match="measured at batch size 1.*batch size 8"):
+        rc, out, err = cli(capsys, "tune", str(path), "--t-draft", "0.1", "--t-verify", "1",
+                           "--batch-size", "8")
+    assert rc == 0 and "batch size 8" in out, err
 
 
 @pytest.mark.parametrize("args, msg", [

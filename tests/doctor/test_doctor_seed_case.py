@@ -122,8 +122,8 @@ def test_a_recording_is_measured_when_the_target_cannot_run(tmp_path):
     healthy tau it measures is the recording's replayed tau."""
     from helpers import code_prompts
     from eagle_nb.loop.metrics import from_stats
-    from eagle_nb.loop.recording import Recording, record
-    from eagle_nb.loop.replay import replay_reference
+    from eagle_nb.recordings.recording import Recording, record
+    from eagle_nb.recordings.replay import replay_reference
     from eagle_nb.checkpoints.load import load_drafter
     from eagle_nb.model.targets import load_target
     model, tok = load_target(device="cpu")

@@ -23,7 +23,7 @@ from eagle_nb.experiment.setting import Setting
 from helpers import code_prompts
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.loop.chain import greedy_reference
-from eagle_nb.loop.recording import Recording
+from eagle_nb.recordings.recording import Recording
 from eagle_nb.model.capture import capture
 from eagle_nb.model.targets import load_target
 

@@ -17,7 +17,7 @@ from eagle_nb.engines.recorder import final_norm, record_on_engine, rms_norm
 from eagle_nb.engines.server import EngineError
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from eagle_nb.io.target_parts import TargetParts
-from eagle_nb.loop.recording_writer import RecordingWriter
+from eagle_nb.recordings.recording_writer import RecordingWriter
 
 
 def test_version_gates_name_the_version_and_the_fix():

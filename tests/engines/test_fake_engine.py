@@ -1,8 +1,10 @@
 """Adding an engine is one registry entry: a fake engine (tests/engines/fake_engine.py as its
 server) registered for the duration of a test is picked up by every command without another edit:
 `engine log` reads its lines, `engine compare --engine fake` launches it, scrapes its counters and
-writes its broken drafter, `record --engine fake` records on it in its entry's dtype, and the
-doctor ranks what its log and its /metrics page report. No engine environment is needed."""
+writes its broken drafter, `record --engine fake` records on it in its entry's dtype, the doctor
+ranks what its log and its /metrics page report, `profile --to fake` prints its knobs, `tune` its
+flags for the best draft length, and the doctor's aux-ids check lists the layers it captures. No
+engine environment is needed."""
 from __future__ import annotations
 
 import json
@@ -18,6 +20,7 @@ from eagle_nb.engines.entry import NUM, Engine, fields
 from eagle_nb.engines.server import Server
 from eagle_nb.engines.vllm import complete
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
+from eagle_nb.model.architectures import serving_notes
 from helpers import code_prompts
 
 SERVER = [sys.executable, str(Path(__file__).with_name("fake_engine.py")), "--port", "{port}"]
@@ -50,7 +53,7 @@ def record(target, prompts_ids, out_dir, layer_ids, *, dtype, **kw):
     """The fake engine 'records' with the kit's own target (a stand-in for its hidden-states route)."""
     import torch
 
-    from eagle_nb.loop.recording import record as record_here
+    from eagle_nb.recordings.recording import record as record_here
     from eagle_nb.model.targets import load_target
     CALLS["record"] = dtype
     model, _ = load_target(target, device="cpu", dtype=dtype)
@@ -65,10 +68,33 @@ def write_broken(src, dst, fault, target=None):
     return write_broken_drafter(src, dst, fault)
 
 
+def knobs(p, k=None, drafter=None) -> dict:
+    """Its synthetic acceptance: the mean accepted drafts per step, at its depth flag."""
+    from eagle_nb.profiles import knobs as K
+    k = K.depth(p, k)
+    return {"env": {"FAKE_ACCEPTED": f"{K.accepted_drafts(p, k):.3f}"}, "flags": draft_flags(k),
+            "drafter": drafter}
+
+
+def render_knobs(s: dict) -> str:
+    return (f"# FakeEngine: forced accepted drafts\nFAKE_ACCEPTED={s['env']['FAKE_ACCEPTED']} "
+            f"fake-serve TARGET --fake-depth {s['flags']['--fake-depth']}")
+
+
+def draft_flags(k: int) -> dict | str:
+    return {"--fake-depth": k} if k else "no --fake-depth (speculation does not pay)"
+
+
+def captures(raw_cfg: dict, default: list[int]) -> dict:
+    return {"FakeEngine (reads the default)": default}
+
+
 FAKE = Engine("fake", "FakeEngine", log_mark="FAKE spec:", parse_line=parse_line, observe=observe,
               counter_prefix="fake:spec_decode_", generated_counter="fake:generation_tokens_total",
               server=server, unavailable=lambda: None, complete=complete, dtype="float32",
-              record=record, write_broken=write_broken, broken_faults=lambda: ("layer-ids+1",))
+              record=record, write_broken=write_broken, broken_faults=lambda: ("layer-ids+1",),
+              knobs=knobs, render_knobs=render_knobs, draft_flags=draft_flags, captures=captures,
+              target_needs="FakeEngine: the target class must hand over its aux states")
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:
@@ -125,3 +151,33 @@ def test_a_fake_engine_is_one_entry_every_command_reads(tmp_path, capsys):
     assert "fake" not in registry.names()
     code, _, err = run(capsys, "engine", "log", str(log))
     assert code == 1                          # no engine of the registry marks these lines now
+
+
+def test_a_fake_engine_entry_gets_knobs_tune_flags_and_captures(tmp_path, capsys):
+    """The same entry's speculation conventions: `profile --to fake` (its choices come from the
+    registry) prints its settings from the profile, `tune` adds its flags to the best k (text and
+    JSON), the doctor's aux-ids evidence names what it captures, and the serving notes carry its
+    needs; after the block `--to fake` is refused."""
+    from eagle_nb.engines import knobs as EK
+    from eagle_nb.model.architectures import ARCHITECTURES
+    from eagle_nb.profiles.profile import SpeculationProfile, write_profile
+    prof = write_profile(SpeculationProfile.from_histogram([20, 25, 25, 20, 10], 4), tmp_path / "p.json")
+    with registry.registered(FAKE):
+        assert EK.names()[-1] == "fake"
+        code, out, err = run(capsys, "profile", "--from", str(prof), "--to", "fake",
+                             "--num-speculative-tokens", "2")
+        assert code == 0 and "FAKE_ACCEPTED=1.350 fake-serve TARGET --fake-depth 2" in out, err
+        code, out, err = run(capsys, "profile", "--from", str(prof), "--to", "fake", "--json")
+        assert json.loads(out)["engines"]["fake"]["env"] == {"FAKE_ACCEPTED": "1.750"}, err
+        code, out, err = run(capsys, "tune", str(prof), "--t-draft", "0.1", "--t-verify", "1.0")
+        assert code == 0 and "; FakeEngine --fake-depth 3" in out, err
+        code, out, err = run(capsys, "tune", str(prof), "--t-draft", "0.1", "--t-verify", "1.0", "--json")
+        assert json.loads(out)["best"]["1"]["flags"]["fake"] == {"--fake-depth": 3}, err
+        code, out, err = run(capsys, "doctor", "--drafter", str(CODE_DRAFTER_SPECULATORS), "--target",
+                             str(CODE_TARGET), "--static-only", "--json")
+        aux = next(c for c in json.loads(out)["checks"] if c["id"] == "aux-ids")
+        assert "FakeEngine (reads the default) captures" in aux["evidence"], err
+        notes = serving_notes(ARCHITECTURES["LlamaForCausalLM"], registry.target_needs())
+        assert notes[-1] == FAKE.target_needs
+    code, _, err = run(capsys, "profile", "--from", str(prof), "--to", "fake")
+    assert code == 2 and "invalid choice: 'fake'" in err

@@ -9,8 +9,8 @@ from eagle_nb.experiment.profile_run import measure_profile, profile_from_result
 from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.prompts import Chat
-from eagle_nb.loop.profile import ProfileError, counts_from_lengths
-from eagle_nb.loop.recording import record
+from eagle_nb.profiles.profile import ProfileError, counts_from_lengths
+from eagle_nb.recordings.recording import record
 from helpers import code_pair, code_prompts
 
 N, NEW, K = 6, 32, 4

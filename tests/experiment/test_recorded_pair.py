@@ -11,8 +11,8 @@ from eagle_nb.experiment import faults as F
 from helpers import code_pair, code_prompts
 from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
-from eagle_nb.loop.recording import record
-from eagle_nb.loop.records import RecordingError
+from eagle_nb.recordings.recording import record
+from eagle_nb.recordings.records import RecordingError
 
 N_PROMPTS, NEW = 8, 24
 
@@ -145,7 +145,7 @@ def test_the_recording_says_its_dtype_and_another_dtype_warns(recordings, tmp_pa
     import shutil
     import warnings
 
-    from eagle_nb.loop.recording import DtypeMismatchWarning, Recording
+    from eagle_nb.recordings.recording import DtypeMismatchWarning, Recording
     assert Recording(recordings[1]).target_dtype == "float32"
     with warnings.catch_warnings():
         warnings.simplefilter("error", DtypeMismatchWarning)
@@ -165,7 +165,7 @@ def test_a_chat_is_kept_as_its_turns(tmp_path):
     """`record --prompts` on chat requests (the real pair's prompt file): the index keeps each
     request's turns as JSON, and the recording lists them back as `Chat`s."""
     from eagle_nb.io.prompts import Chat
-    from eagle_nb.loop.recording_writer import RecordingWriter
+    from eagle_nb.recordings.recording_writer import RecordingWriter
     chats = [Chat.user("Why is the sky blue?"), Chat.user("Bonjour !", system="Be brief.")]
     w = RecordingWriter(tmp_path / "rec", [2, 4, 5], num_layers=8, max_new_tokens=2,
                         lookahead=1, eos_token_id=None)

@@ -13,7 +13,7 @@ from eagle_nb.experiment import workload as W
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
 from eagle_nb.loop.coverage import coverage
-from eagle_nb.loop.recording import Recording, record
+from eagle_nb.recordings.recording import Recording, record
 from helpers import code_pair, code_prompts
 
 NEW = 24

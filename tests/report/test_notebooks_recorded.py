@@ -11,7 +11,7 @@ import pytest
 
 from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting
-from eagle_nb.loop.recording import record
+from eagle_nb.recordings.recording import record
 from eagle_nb.report import build as report_build
 
 NOTEBOOKS = ["03_fc_bypass_ablation", "04_acceptance_vs_depth", "06_doctor"]

@@ -6,7 +6,7 @@ import matplotlib
 from matplotlib.figure import Figure
 
 from eagle_nb.io.step_costs import StepCosts, costs_from_numbers
-from eagle_nb.loop.tune import tune
+from eagle_nb.profiles.tune import tune
 from eagle_nb.views.palette import figure_to_png
 from eagle_nb.views.tune_plot import plot_tune
 from helpers import legibility_problems

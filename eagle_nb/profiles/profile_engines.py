@@ -18,7 +18,7 @@ Knows payload shapes (docs/profile.md); nothing about processes or HTTP.
 """
 from __future__ import annotations
 
-from eagle_nb.loop.profile import ProfileError, SpeculationProfile, dense_counts
+from eagle_nb.profiles.profile import ProfileError, SpeculationProfile, dense_counts
 
 VLLM_FIELD = "metrics.speculative_decoding"
 VLLM_FLAG = "--per-request-spec-decode-metrics summary (or detailed)"

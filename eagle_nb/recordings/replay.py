@@ -19,7 +19,7 @@ import time
 import torch
 
 from eagle_nb.loop.chain import SpecStats, VerifyStep, accept_greedy
-from eagle_nb.loop.records import Record, RecordingError
+from eagle_nb.recordings.records import Record, RecordingError
 
 
 def check_record(rec: Record, depth: int, max_new_tokens: int) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from eagle_nb.loop.records import Record, RecordingError
+from eagle_nb.recordings.records import Record, RecordingError
 
 KINDS = {"specforge": "*.ckpt", "speculators-pt": "*.pt", "speculators-safetensors": "hs_*.safetensors"}
 

@@ -1,4 +1,5 @@
-"""The engines' synthetic-acceptance knobs from a profile (eagle_nb/loop/knobs.py): vLLM gets the
+"""The engines' synthetic-acceptance knobs from a profile (their registry entries, read through
+eagle_nb/engines/knobs.py; the quantities from eagle_nb/profiles/knobs.py): vLLM gets the
 marginal rates, SGLang the mean acceptance length with the bonus, TensorRT-LLM the accepted drafts
 (AL - 1), each at any depth up to the profile's and never past it. The slow test hands the vLLM
 config to vLLM 0.32's own validator (engine environment)."""
@@ -9,8 +10,8 @@ import subprocess
 
 import pytest
 
-from eagle_nb.loop.knobs import KNOBS, render, settings
-from eagle_nb.loop.profile import ProfileError, SpeculationProfile
+from eagle_nb.engines.knobs import draft_flags, flags_line, names, render, settings
+from eagle_nb.profiles.profile import ProfileError, SpeculationProfile
 
 
 def _profile():
@@ -19,7 +20,7 @@ def _profile():
 
 
 def test_vllm_gets_the_marginal_rates():
-    s = settings("vllm", _profile(), model="/d")["speculative_config"]
+    s = settings("vllm", _profile(), drafter="/d")["speculative_config"]
     assert s == {"method": "eagle3", "model": "/d", "num_speculative_tokens": 4,
                  "rejection_sample_method": "synthetic",
                  "synthetic_acceptance_rates": [0.8, 0.55, 0.3, 0.1]}
@@ -44,7 +45,7 @@ def test_trtllm_gets_the_accepted_drafts():
 
 def test_knobs_refuse_depths_past_the_profile():
     """A profile measured at k = 4 says nothing about position 5: num_speculative_tokens is named."""
-    for engine in KNOBS:
+    for engine in names():
         with pytest.raises(ProfileError, match="num_speculative_tokens 6 is deeper than the profile's 4"):
             settings(engine, _profile(), 6)
     with pytest.raises(ProfileError, match="unknown engine"):
@@ -52,12 +53,25 @@ def test_knobs_refuse_depths_past_the_profile():
 
 
 def test_render_writes_paste_ready_lines():
-    for engine in KNOBS:
+    for engine in names():
         text = render(engine, settings(engine, _profile()))
         assert text.startswith("#") and "TARGET" in text
     vllm = render("vllm", settings("vllm", _profile()))
     cfg = json.loads(vllm.split("--speculative-config '")[1].split("'")[0])
     assert cfg["synthetic_acceptance_rates"] == [0.8, 0.55, 0.3, 0.1]
+
+
+def test_chain_flags_for_tune_come_from_the_entries():
+    """`eagle-nb tune`'s flags for the best k: vLLM's num_speculative_tokens and SGLang's chain
+    flags (TensorRT-LLM has knobs only, no chain flags); k = 0 says speculation is off."""
+    assert names() == ["vllm", "sglang", "trtllm"]
+    assert draft_flags(3) == {"vllm": {"num_speculative_tokens": 3},
+                              "sglang": {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1,
+                                         "--speculative-num-draft-tokens": 4}}
+    assert draft_flags(0)["vllm"].startswith("no speculative_config")
+    assert flags_line(0) == "no speculation (no speculative_config (speculation does not pay))"
+    assert flags_line(2) == ("k = 2; vLLM num_speculative_tokens=2; SGLang --speculative-num-steps 2 "
+                             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3")
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Profiles from engine payloads (eagle_nb/loop/profile_engines.py): vLLM 0.32's per-request
+"""Profiles from engine payloads (eagle_nb/profiles/profile_engines.py): vLLM 0.32's per-request
 `metrics.speculative_decoding` objects (the shape `RequestSpecDecodeMetrics.to_dict` writes),
 Prometheus counters (vLLM, llama.cpp) and llama.cpp's per-step log lines give the same profile as
 the kit computes from the same steps; payloads without what is needed are refused by name."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from eagle_nb.loop.profile import ProfileError, accept_rates
-from eagle_nb.loop.profile_engines import (
+from eagle_nb.profiles.profile import ProfileError, accept_rates
+from eagle_nb.profiles.profile_engines import (
     histogram_from_counters,
     profile_from_counters,
     profile_from_llama_steps,

@@ -1,6 +1,6 @@
 """Recordings and computing from them: τ from recorded target features (through the one door,
 `RecordedPair`) equals the live loop's exactly, as does the step-by-step reference
-(`loop.replay.replay_reference`); public tools' teacher-forced files are read safely and labelled
+(`recordings.replay.replay_reference`); public tools' teacher-forced files are read safely and labelled
 as estimates."""
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from eagle_nb.model.capture import capture
 from eagle_nb.model.layers import eagle3_layers
 from eagle_nb.checkpoints.load import load_drafter
 from eagle_nb.cli.main import main as cli_main
-from eagle_nb.loop.recording import Recording, record, record_one
-from eagle_nb.loop.records import RecordingError
+from eagle_nb.recordings.recording import Recording, record, record_one
+from eagle_nb.recordings.records import RecordingError
 from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.loop.metrics import from_stats
-from eagle_nb.loop.replay import replay_reference
+from eagle_nb.recordings.replay import replay_reference
 from helpers import code_prompts, plant
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.model.targets import load_target

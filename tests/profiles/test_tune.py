@@ -1,4 +1,4 @@
-"""The tune model (eagle_nb/loop/tune.py, docs/profile.md): tokens per step from the marginal rates,
+"""The tune model (eagle_nb/profiles/tune.py, docs/profile.md): tokens per step from the marginal rates,
 time per step k * t_draft + t_verify, the best k per batch size and the break-even acceptance,
 checked against the worked example of issue 31 (MakazhanAlpamys/Soup #843: a 1B draft for
 Llama-3.1-8B, only 1.68x faster than the target; break-even 0.832 at k = 5 against 0.813 measured,
@@ -8,11 +8,10 @@ from __future__ import annotations
 import pytest
 
 from eagle_nb.io.step_costs import StepCosts, costs_from_numbers
-from eagle_nb.loop.profile import ProfileError
-from eagle_nb.loop.tune import (
+from eagle_nb.profiles.profile import ProfileError
+from eagle_nb.profiles.tune import (
     break_even_alpha,
     constant_alpha_tokens,
-    engine_flags,
     report_lines,
     solve_alpha,
     tune,
@@ -65,7 +64,6 @@ def test_speculation_that_never_pays_says_so():
     """A drafter as slow as the target: no alpha breaks even at k >= 1 except perfect; best 0."""
     t = tune([0.3, 0.1], [costs_from_numbers(1.0, 1.0)])
     assert t.best == {1: 0}
-    assert engine_flags(0)["vllm"].startswith("no speculative_config")
     assert break_even_alpha(costs_from_numbers(1.0, 1.0), 2) == pytest.approx(1.0, abs=1e-9)
     assert break_even_alpha(costs_from_numbers(2.0, 1.0), 2) is None       # needs 5 tokens of 3
 
@@ -84,12 +82,16 @@ def test_alpha_solver_inverts_the_constant_alpha_model():
     assert solve_alpha(5.0, 3) is None
 
 
-def test_flags_and_report():
-    assert engine_flags(3) == {"vllm": {"num_speculative_tokens": 3},
-                               "sglang": {"--speculative-num-steps": 3, "--speculative-eagle-topk": 1,
-                                          "--speculative-num-draft-tokens": 4}}
-    text = "\n".join(report_lines(worked_example()))
-    assert "<- best" in text and "--speculative-num-steps 1" in text and "0.832" in text
+def test_report_without_and_with_engine_flags():
+    """The tune model knows no engine: without a flags function the best line is the bare k; the
+    flags function (the registry's, engines.knobs) adds each engine's flags for it."""
+    t = worked_example()
+    text = "\n".join(report_lines(t))
+    assert "<- best" in text and "0.832" in text and "  best: k = 1" in text
+    assert "--speculative" not in text and "flags" not in t.as_dict()["best"]["1"]
+    text = "\n".join(report_lines(t, lambda k: f"k = {k}; Engine --steps {k}"))
+    assert "  best: k = 1; Engine --steps 1" in text
+    assert t.as_dict(lambda k: {"e": k})["best"]["1"]["flags"] == {"e": 1}
 
 
 def test_tune_refuses_depths_past_the_profile_and_no_costs():
@@ -97,3 +99,32 @@ def test_tune_refuses_depths_past_the_profile_and_no_costs():
         tune([0.8, 0.6], [costs_from_numbers(0.1, 1.0)], ks=[1, 2, 3])
     with pytest.raises(ProfileError, match="no step costs"):
         tune([0.8], [])
+
+
+@pytest.mark.parametrize("marginal, msg", [
+    ([0.5, 0.7], r"marginal_accept_rates increase at position 1 \(0.5 -> 0.7\)"),
+    ([], "marginal_accept_rates: expected a non-empty list"),
+    ([0.9, 1.5], r"marginal_accept_rates\[1\] = 1.5 is not a probability"),
+])
+def test_tune_refuses_marginal_rates_no_chain_has(marginal, msg):
+    """Increasing marginal rates (conditional ones under the wrong name), none, or a rate above 1:
+    refused with the field named, before any row is computed."""
+    with pytest.raises(ProfileError, match=msg):
+        tune(marginal, [costs_from_numbers(0.1, 1.0)])
+
+
+def test_costs_at_a_batch_size_the_profile_was_not_measured_at_warn_by_name():
+    """A profile measured at batch size 1 and costs at 1 and 8: the rows for 8 are computed with the
+    same acceptance, and a named warning says it is an extrapolation, naming the sizes; costs at
+    the measured size alone, or a profile that does not say, warn nothing."""
+    import warnings
+
+    from eagle_nb.profiles.tune import UnmeasuredBatchSizeWarning
+    costs = [costs_from_numbers(0.1, 1.0), costs_from_numbers(0.1, 1.2, batch_size=8)]
+    with pytest.warns(UnmeasuredBatchSizeWarning, match="measured at batch size 1.*batch size 8"):
+        t = tune([0.8, 0.6], costs, measured_batch_size=1)
+    assert sorted(t.best) == [1, 8]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tune([0.8, 0.6], costs[:1], measured_batch_size=1)
+        tune([0.8, 0.6], costs)

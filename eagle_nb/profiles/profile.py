@@ -9,7 +9,9 @@ want, with the mean acceptance length and the conditions it was measured under, 
   vLLM's synthetic sampler). Both come from the survival function P(m > i), so a histogram gap (an
   m no step ended at) needs no special case, and mean acceptance length = 1 + sum(marginal) =
   1 + accepted / steps, vLLM's mean acceptance length (docs/metrics.md) exactly.
-- `SpeculationProfile` is the value; `to_json` / `write_profile` write the schema
+- `SpeculationProfile` is the value, checked when built (`check_rates`: one rate per position,
+  probabilities, non-increasing marginals, each error naming the field); `to_json` /
+  `write_profile` write the schema
   (`profile_json.read_profile` reads it back strictly, every error naming the field). The file's histogram is keyed by acceptance length (accepted + 1,
   tokens emitted per step), as Model-Optimizer's `AcceptanceRate` keys it.
 
@@ -107,6 +109,30 @@ def counts_from_lengths(lengths: Mapping, num_speculative_tokens: int) -> list[i
     return dense_counts(by_m, num_speculative_tokens, "acceptance_length_histogram")
 
 
+def check_rates(k, conditional, marginal, where: str = "profile") -> None:
+    """A value's rates as every consumer reads them: num_speculative_tokens a positive integer,
+    one rate per draft position in each vector, each a probability, the marginal ones
+    non-increasing (a survival function; vLLM's synthetic sampler refuses others too)."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ProfileError(f"{where}: num_speculative_tokens must be a positive integer, got {k!r}")
+    for name, v in (("conditional_accept_rates", conditional), ("marginal_accept_rates", marginal)):
+        if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+            raise ProfileError(f"{where}: {name} must be a list, got {type(v).__name__}")
+        if len(v) != k:
+            raise ProfileError(f"{where}: {name} has {len(v)} entries but num_speculative_tokens "
+                               f"is {k}; one rate per draft position")
+        bad = [(i, x) for i, x in enumerate(v) if not is_finite_rate(x)]
+        if bad:
+            raise ProfileError(f"{where}: {name}[{bad[0][0]}] = {bad[0][1]!r} is not a probability "
+                               "(a finite number in [0, 1])")
+    for i in range(1, k):
+        if marginal[i] > marginal[i - 1] + 1e-9:
+            raise ProfileError(
+                f"{where}: marginal_accept_rates increase at position {i} ({marginal[i - 1]} -> "
+                f"{marginal[i]}): P(drafts 1..i+1 all accepted) cannot exceed P(drafts 1..i); "
+                "were conditional rates written under the marginal name?")
+
+
 def tokens_per_step(marginal: Sequence[float], k: int) -> float:
     """Expected tokens per verify step at draft length k: 1 + P(>= 1) + ... + P(>= k accepted)."""
     if k > len(marginal):
@@ -139,6 +165,10 @@ class SpeculationProfile:
     verification_method: str = "longest_prefix"
     accept_length_model: str = "chain_analytic"
     producer: str = "eagle_nb"
+
+    def __post_init__(self):
+        check_rates(self.num_speculative_tokens, self.conditional_accept_rates,
+                    self.marginal_accept_rates)
 
     @classmethod
     def from_histogram(cls, histogram, num_speculative_tokens: int, *,

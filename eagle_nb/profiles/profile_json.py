@@ -3,7 +3,8 @@ specdec_bench or ar_validate, a hand), a profile that a consumer would misread i
 field named: a stub (`measured: false`), vectors withheld (block verification), a vector whose
 length is not `num_speculative_tokens`, a rate outside [0, 1], increasing marginal rates (not a
 survival function; vLLM's synthetic sampler refuses them too), conditional rates that are not the
-ratios of the marginal ones, a histogram with no steps. A mean acceptance length that disagrees
+ratios of the marginal ones, a histogram with no steps, a `measurement_conditions.batch_size` that
+is not a positive integer. A mean acceptance length that disagrees
 with 1 + sum(marginal) is kept (Model-Optimizer records it rather than raising) and reported by
 `consistency_note`. Knows the schema (docs/profile.md); nothing about engines.
 """
@@ -11,13 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eagle_nb.loop.profile import (
+from eagle_nb.profiles.profile import (
     FILENAME,
     RATE_TOLERANCE,
     ProfileError,
     SpeculationProfile,
+    check_rates,
     counts_from_lengths,
-    is_finite_rate,
 )
 
 
@@ -37,12 +38,8 @@ def parse_profile(d: dict, where: str = "profile") -> SpeculationProfile:
         raise ProfileError(f"{where}: num_speculative_tokens must be a positive integer, got {k!r}")
     marginal = _rates(d, "marginal_accept_rates", k, where)
     conditional = _rates(d, "conditional_accept_rates", k, where)
-    for i in range(1, k):
-        if marginal[i] > marginal[i - 1] + 1e-9:
-            raise ProfileError(
-                f"{where}: marginal_accept_rates increase at position {i} ({marginal[i - 1]} -> "
-                f"{marginal[i]}): P(drafts 1..i+1 all accepted) cannot exceed P(drafts 1..i); "
-                "were conditional rates written under the marginal name?")
+    check_rates(k, conditional, marginal, where)
+    marginal, conditional = [float(x) for x in marginal], [float(x) for x in conditional]
     for i in range(k):
         prev = marginal[i - 1] if i else 1.0
         if prev > 0 and abs(conditional[i] - marginal[i] / prev) > RATE_TOLERANCE:
@@ -69,6 +66,10 @@ def parse_profile(d: dict, where: str = "profile") -> SpeculationProfile:
     if not isinstance(conditions, dict):
         raise ProfileError(f"{where}: measurement_conditions must be an object, got "
                            f"{type(conditions).__name__}")
+    b = conditions.get("batch_size")
+    if b is not None and (not isinstance(b, int) or isinstance(b, bool) or b < 1):
+        raise ProfileError(f"{where}: measurement_conditions.batch_size must be a positive integer "
+                           f"(the batch the acceptance was measured at), got {b!r}")
     return SpeculationProfile(
         k, conditional, marginal, float(mean),
         float(per_req) if isinstance(per_req, (int, float)) and per_req else None, hist, conditions,
@@ -88,14 +89,7 @@ def _rates(d: dict, name: str, k: int, where: str) -> list[float]:
                            "cannot drive an engine or tune (measure with longest-prefix verification)")
     if not isinstance(v, list):
         raise ProfileError(f"{where}: {name} must be a list, got {type(v).__name__}")
-    if len(v) != k:
-        raise ProfileError(f"{where}: {name} has {len(v)} entries but num_speculative_tokens is {k}; "
-                           "one rate per draft position")
-    bad = [(i, x) for i, x in enumerate(v) if not is_finite_rate(x)]
-    if bad:
-        raise ProfileError(f"{where}: {name}[{bad[0][0]}] = {bad[0][1]!r} is not a probability "
-                           "(a finite number in [0, 1])")
-    return [float(x) for x in v]
+    return list(v)           # its length and values: check_rates
 
 
 def read_profile(path) -> SpeculationProfile:

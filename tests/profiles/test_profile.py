@@ -1,4 +1,4 @@
-"""The speculation profile (eagle_nb/loop/profile.py, profile_json.py): the one histogram -> rates
+"""The speculation profile (eagle_nb/profiles/profile.py, profile_json.py): the one histogram -> rates
 conversion in both conventions, pinned against hand counts, Model-Optimizer's own test cases
 (docs/profile.md) and the kit's acceptance metrics; the schema's round trip; and every malformed
 profile refused with its field named."""
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from eagle_nb.loop.metrics import acceptance_metrics
-from eagle_nb.loop.profile import (
+from eagle_nb.profiles.profile import (
     ProfileError,
     SpeculationProfile,
     accept_rates,
@@ -18,7 +18,7 @@ from eagle_nb.loop.profile import (
     tokens_per_step,
     write_profile,
 )
-from eagle_nb.loop.profile_json import consistency_note, parse_profile, read_profile
+from eagle_nb.profiles.profile_json import consistency_note, parse_profile, read_profile
 
 
 def test_rates_by_hand():
@@ -141,6 +141,8 @@ def _bad(**changes):
      r"marginal_accept_rates is missing \(block verification\)"),
     ({"schema_version": "2.0"}, "schema_version"),
     ({"mean_accept_length": 7.0}, r"mean_accept_length must be a number in \[1, 4\]"),
+    ({"measurement_conditions": {"batch_size": "8"}},
+     "measurement_conditions.batch_size must be a positive integer"),
 ])
 def test_malformed_profiles_name_the_field(changes, field):
     """Increasing marginals, lengths that do not match num_speculative_tokens, non-probabilities,
@@ -148,6 +150,21 @@ def test_malformed_profiles_name_the_field(changes, field):
     vectors, an unknown schema: each refused, the field named."""
     with pytest.raises(ProfileError, match=field):
         parse_profile(_bad(**changes), "p.json")
+
+
+@pytest.mark.parametrize("k, conditional, marginal, field", [
+    (3, [0.9, 0.5, 0.4], [0.9, 0.45, 0.5], r"marginal_accept_rates increase at position 2"),
+    (3, [0.9, 0.5], [0.9, 0.45], r"conditional_accept_rates has 2 entries but num_speculative_tokens is 3"),
+    (2, [0.9, 0.5], [0.9, 0.45, 0.2], r"marginal_accept_rates has 3 entries but num_speculative_tokens is 2"),
+    (2, [0.9, 0.5], [0.9, -0.1], r"marginal_accept_rates\[1\] = -0.1 is not a probability"),
+    (0, [], [], "num_speculative_tokens must be a positive integer"),
+])
+def test_a_profile_value_is_checked_when_built(k, conditional, marginal, field):
+    """Built in Python (not read from a file), a profile with increasing marginal rates, rates
+    whose length differs from num_speculative_tokens, or a non-probability is refused too, the
+    field named: every consumer (knobs, tune) then reads rates it can trust."""
+    with pytest.raises(ProfileError, match=field):
+        SpeculationProfile(k, conditional, marginal, 1 + sum(marginal))
 
 
 def test_truncated_vectors_are_reported_not_refused():

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from eagle_nb.loop.recording_writer import FORMAT, INDEX, RecordingWriter
-from eagle_nb.loop.records import Record, RecordingError
+from eagle_nb.recordings.recording_writer import FORMAT, INDEX, RecordingWriter
+from eagle_nb.recordings.records import Record, RecordingError
 from eagle_nb.model.capture import capture
 from eagle_nb.model.decoder import num_decoder_layers
 from eagle_nb.model.layers import check_layer_ids
@@ -137,7 +137,7 @@ class Recording:
         f = self.path / INDEX
         self._files = None
         if not f.exists():
-            from eagle_nb.loop.foreign_features import (
+            from eagle_nb.recordings.foreign_features import (
                 read_foreign,  # other trainers' files
             )
             self.meta, self._files, self._reader = read_foreign(self.path)

@@ -1,10 +1,10 @@
-"""Step costs measured on the local pair at several batch sizes (eagle_nb/loop/batch_costs.py):
+"""Step costs measured on the local pair at several batch sizes (eagle_nb/profiles/batch_costs.py):
 one StepCosts per batch size, with the target-only step (k = 0), the verify at each k and the
 drafter step, all positive times that `tune` accepts."""
 from __future__ import annotations
 
-from eagle_nb.loop.batch_costs import measure_step_costs
-from eagle_nb.loop.tune import tune
+from eagle_nb.profiles.batch_costs import measure_step_costs
+from eagle_nb.profiles.tune import tune
 from helpers import code_pair, code_prompts
 
 
