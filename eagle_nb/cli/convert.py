@@ -5,17 +5,19 @@ calls the format entry's writer (`checkpoints.registry`), prints."""
 from __future__ import annotations
 
 from eagle_nb.cli import options
+from eagle_nb.io import paths
 
 
 def add_parser(sub):
+    D, T = options.shown(paths.SHIPPED_DRAFTER), options.shown(paths.SHIPPED_TARGET)
     p = options.command(
         sub, "convert", help="convert a drafter checkpoint between formats",
         description="convert a drafter checkpoint between formats (key maps, layer-id translation)",
-        examples="""\
-            eagle-nb convert data/drafter_speculators /tmp/d --to sglang
+        examples=f"""\
+            eagle-nb convert {D} /tmp/d --to sglang
             eagle-nb convert /models/sglang-drafter /tmp/e --to eagle --target /models/target
-            eagle-nb convert data/drafter_eagle /tmp/drafter.gguf --to gguf --target data/target
-            eagle-nb convert data/target /tmp/target.gguf --to gguf""")
+            eagle-nb convert {D} /tmp/drafter.gguf --to gguf --target {T}
+            eagle-nb convert {T} /tmp/target.gguf --to gguf""")
     p.add_argument("src", help="source drafter checkpoint directory (any format)")
     p.add_argument("dst", help="directory to write the converted checkpoint to (new or empty, see "
                                "--force; a file with --to gguf)")

@@ -7,17 +7,19 @@ from __future__ import annotations
 import json
 
 from eagle_nb.cli import options
+from eagle_nb.io import paths
 
 
 def add_parser(sub):
+    D, T = options.shown(paths.SHIPPED_DRAFTER), options.shown(paths.SHIPPED_TARGET)
     p = options.command(
         sub, "inspect", help="detect format and validate a drafter checkpoint",
         description="detect a drafter checkpoint's format and validate it (keys, shapes, ids, d2t)",
-        examples="""\
-            eagle-nb inspect data/drafter_speculators
+        examples=f"""\
+            eagle-nb inspect {D}
             eagle-nb inspect /models/EAGLE3-drafter --target /models/Llama-3.1-8B-Instruct --json
-            eagle-nb inspect /tmp/drafter.gguf --target data/target   # llama.cpp GGUF
-            eagle-nb inspect data/drafter_eagle --target data/target --prompts my_requests.jsonl""")
+            eagle-nb inspect /tmp/drafter.gguf --target {T}   # llama.cpp GGUF
+            eagle-nb inspect {D} --target {T} --prompts my_requests.jsonl""")
     p.add_argument("path", help="drafter checkpoint directory, or a llama.cpp GGUF file")
     p.add_argument("--target", default=None,
                    help="target model to check the drafter against: HF checkpoint directory or a hub "

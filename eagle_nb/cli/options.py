@@ -15,6 +15,9 @@ import argparse
 import difflib
 import re
 import textwrap
+from pathlib import Path
+
+from eagle_nb.io import paths
 
 CONVENTIONS = ["hf", "vllm", "speculators", "eagle", "sglang", "sglang-config", "specforge"]
 
@@ -79,15 +82,22 @@ def verbose(p) -> None:
                    help="also show library progress bars and warnings (model loading, kernel start-up)")
 
 
+def shown(path) -> str:
+    """A shipped path for help texts: relative to the repository when inside it."""
+    path = Path(path)
+    return str(path.relative_to(paths.REPO_ROOT)) if path.is_relative_to(paths.REPO_ROOT) else str(path)
+
+
 def target(p) -> None:
     p.add_argument("--target", default=None,
                    help="target model: HF checkpoint directory or a hub id already in the local "
-                        "cache (default: the shipped target in data/target)")
+                        f"cache (default: the shipped target, {shown(paths.SHIPPED_TARGET)})")
 
 
 def drafter(p) -> None:
     p.add_argument("--drafter", default=None,
-                   help="EAGLE-3 drafter checkpoint directory, any format (default: data/drafter_eagle)")
+                   help="EAGLE-3 drafter checkpoint directory, any format (default: the shipped "
+                        f"drafter, {shown(paths.SHIPPED_DRAFTER)})")
 
 
 def prompts(p, required: bool = True):

@@ -120,3 +120,18 @@ def test_fault_names_are_never_broken_in_help(capsys, monkeypatch, columns):
         text = _help(capsys, *cmd)
         for f in FAULTS:
             assert re.search(rf"(^|[\s:,]){re.escape(f.name)}(,|$)", text, re.MULTILINE), (cmd, columns, f.name)
+
+
+def test_help_names_only_paths_that_exist_and_the_shipped_defaults():
+    """Every repository path a help text or example names (data/...) exists, and the --target /
+    --drafter defaults name the shipped pair's paths (io/paths.py), so no help names a stale default."""
+    from eagle_nb.cli.options import shown
+    from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_TARGET
+    for path, parser in _parsers():
+        text = parser.format_help()
+        for p in re.findall(r"(?<![\w/.])data/[\w./-]*\w", text):
+            assert (REPO_ROOT / p).exists(), (path, p)
+        for flag, want in (("--target", shown(SHIPPED_TARGET)), ("--drafter", shown(SHIPPED_DRAFTER))):
+            if f"  {flag} " in text and "(default: the shipped" in text:
+                h = _option_help(text, flag)
+                assert "default" not in h or want in h, (path, flag, h)
