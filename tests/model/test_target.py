@@ -76,10 +76,14 @@ def test_wrapper_copy_matches_plain_model(shipped):
     torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
 
-def test_greedy_step_is_fast(shipped):
-    """A cached greedy step of the shipped target takes milliseconds (loose bound: 50 ms/token)."""
+def test_greedy_decoding_gives_its_tokens_and_its_time(shipped):
+    """Cached greedy decoding of the shipped target gives the tokens asked for and the seconds it
+    took (its speed budget is measured by benchmarks/budgets.py, not asserted here)."""
     from eagle_nb.loop.chain import greedy_reference
     model, tok = shipped
     ids = tok("def f(x):\n", return_tensors="pt")["input_ids"]
     toks, seconds = greedy_reference(model, ids, max_new_tokens=20)
-    assert len(toks) == 20 and seconds / 20 < 0.05
+    assert len(toks) == 20 and seconds > 0
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=20, do_sample=False)[0, ids.shape[1]:].tolist()
+    assert toks == want

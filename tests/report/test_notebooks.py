@@ -2,7 +2,8 @@
 shipped pair through `build_reports`, with assertions on what they measured and on the rendered
 HTML (every figure, the precomputed ablation states, no external URL, switching in Chromium).
 
-The build takes a few minutes on a 2-core CPU (budget: 5 minutes for all four). To run these tests
+The build takes a few minutes on a 2-core CPU; its time budget is measured by
+benchmarks/budgets.py (a loaded machine is no reason for a red test). To run these tests
 against another pair, set EAGLE_NB_TEST_REPORT_PARAMS to a JSON object of notebook parameters
 (e.g. {"target_path": "...", "drafter_path": "..."}); the acceptance assertions assume a trained
 drafter.
@@ -24,9 +25,6 @@ from eagle_nb.experiment.faults import PANEL
 NOTEBOOKS = report_execute.list_notebooks()
 REQUIRED_PARAMS = ("target_path", "drafter_path", "speculators_path", "n_prompts", "depth",
                    "max_new_tokens", "device", "device_map")
-BUDGET_S = 300          # notebooks 01-04 on the 2-core reference CPU
-ENGINE_BUDGET_S = 150   # 05: two vLLM start-ups (~40-60 s each here), two short comparisons and
-                        # llama.cpp's (start-up < 3 s, 16 requests ~10 s on a quiet machine)
 # The build's own workload: notebook 04 sweeps depths 1, 2, 4 and 8 (the default sweeps 1..8; its
 # T = 1 half runs the live loop, half the build's time). Every assertion below keeps its margin
 # at these depths (fc-bypass stays ~1.5 at every k, healthy grows 1.7 -> 3.0).
@@ -85,14 +83,12 @@ def html_of(built, nb: str) -> str:
     return (built[0] / f"{nb}.html").read_text()
 
 
-def test_all_notebooks_execute_within_budget(built):
-    """Every notebook ran without error, and all together stay within the budget (with 50% slack
-    for a loaded CI machine)."""
+def test_all_notebooks_execute(built):
+    """Every notebook ran without error and says how long it took (the budget: benchmarks/budgets.py)."""
     res = built[2]
     assert sorted(res["notebooks"]) == [p.stem for p in NOTEBOOKS]
     assert all(r["error"] is None for r in res["notebooks"].values())
-    budget = BUDGET_S + (ENGINE_BUDGET_S if "05_engine_vs_reference" in res["notebooks"] else 0)
-    assert res["total_seconds"] <= 1.5 * budget, res["total_seconds"]
+    assert res["total_seconds"] > 0 and all(r["seconds"] > 0 for r in res["notebooks"].values())
 
 
 def test_index_links_every_report_with_time(built):
