@@ -63,7 +63,7 @@ PEER_FILES = {
     "modeling_auto.py", "utils/generic.py", "convert_hf_to_gguf.py", "conversion/llama.py", "generate.py",
     # the engines' knobs and rejection samplers (docs/profile.md, docs/metrics.md, profiles/knobs.py)
     "python/sglang/srt/speculative/eagle_info.py", "python/sglang/srt/environ.py", "speculative/spec_utils.py",
-    "vllm/config/speculative.py", "vllm/config/observability.py", "vllm/engine/arg_utils.py",
+    "vllm/config/speculative.py", "vllm/utils/cpu_triton_utils.py", "vllm/config/observability.py", "vllm/engine/arg_utils.py",
     "vllm/v1/metrics/stats.py", "vllm/v1/sample/rejection_sampler.py", "vllm/v1/spec_decode/utils.py",
     "vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py", "vllm/v1/spec_decode/llm_base_proposer.py",
     "tensorrt_llm/_torch/speculative/interface.py",
