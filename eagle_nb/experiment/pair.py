@@ -25,7 +25,7 @@ from eagle_nb.io.paths import (
     SHIPPED_PROMPTS,
     shipped,
 )
-from eagle_nb.io.prompts import check_prompts
+from eagle_nb.io.prompts import check_prompts, raw_note
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.loop.metrics import from_stats
 from eagle_nb.loop.tree import generate_tree
@@ -130,7 +130,11 @@ class Pair:
         if not check_reference and checked in self._cache:
             return self._cache[checked]          # same run, with the reference check as well
         if key not in self._cache:
-            self._cache[key] = self._run(prompts, setting, check_reference, progress, truncate_prompt)
+            res = self._run(prompts, setting, check_reference, progress, truncate_prompt)
+            note = raw_note(prompts, self.tokenizer)
+            if note and note not in res.notes:
+                res.notes.append(note)
+            self._cache[key] = res
         return self._cache[key]
 
     def _run(self, prompts, s: Setting, check_reference: bool, progress: bool,

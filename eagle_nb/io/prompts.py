@@ -104,6 +104,18 @@ def read_prompt_rows(path, cap: int = PROMPTS_CAP) -> list[dict]:
     return out
 
 
+def raw_note(prompts, tokenizer) -> str | None:
+    """A note naming the raw prompts sent to a target that has a chat template (one of the
+    serving conditions: a completions endpoint sends them untemplated), or None when there are none
+    or the tokenizer has no template."""
+    raw = sum(not isinstance(p, Chat) for p in prompts)
+    if not raw or not getattr(tokenizer, "chat_template", None):
+        return None
+    return (f"{raw} of {len(prompts)} prompts are raw: sent to a target with a chat template without it "
+            f"(what a completions endpoint sends; a chat endpoint templates them: --chat, or 'messages' "
+            f"in a prompt file)")
+
+
 def check_prompts(prompts) -> list:
     """A list of non-empty strings or `Chat`s. A bare string is refused (iterating it would give
     one prompt per character)."""
