@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "eagle_nb"
 TESTS = ROOT / "tests"
-ORDER = ["io", "model", "checkpoints", "loop", "experiment", "engines", "doctor", "views", "report",
+ORDER = ["io", "model", "checkpoints", "loop", "conditions", "experiment", "engines", "doctor", "views", "report",
          "train", "cli"]
 
 

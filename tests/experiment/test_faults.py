@@ -16,8 +16,7 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.results import Sweep
 from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting, grid
-
-FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "prompt_format")
+from eagle_nb.experiment.wiring import FIELDS
 
 
 @pytest.fixture(scope="module")
