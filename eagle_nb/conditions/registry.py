@@ -27,8 +27,9 @@ TEMPLATE_SIG = ("tau and every per-position rate move together against the pair 
                 "training; static checks pass")
 QUANT_FIX = ("serve the target at the precision the drafter's training states were computed at, or "
              "train (or fine-tune) the drafter on the quantized target's states")
-QUANT_SIG = ("tau a little below the full-precision pair's, the first position losing most; static "
-             "checks pass; the captured states' cosine to full precision below 1 (compare_precision)")
+QUANT_SIG = ("tau at or a little below the full-precision pair's, the per-position rates with it; "
+             "static checks pass; the captured states' cosine to full precision below 1 "
+             "(compare_precision)")
 
 
 def quantized(name: str, scheme: str, what: str) -> Condition:
@@ -95,8 +96,9 @@ REGISTRY: tuple[Condition, ...] = (
               "measure on natural, non-repeating workloads; report tau on loop-free steps "
               "(RunResult.loop_report)", fn.looped, "prompt_format",
               "conditions.repetition.loop_report(stats, n)",
-              "tau above the pair's on natural text while tau on loop-free steps stays near it; the "
-              "loop share is high", CHECK.format(name="loop-inflated-workload")),
+              "a high loop share, and tau over loop-free steps apart from tau over all steps "
+              "(RunResult.loop_report); where the output loops, tau overall rises above the pair's "
+              "on natural text", CHECK.format(name="loop-inflated-workload")),
     Condition("vocabulary-coverage", VOCABULARY,
               "the draft vocabulary misses tokens the workload needs (a frequency-built vocabulary "
               "of another language or domain), so those tokens can never be drafted",
