@@ -110,7 +110,7 @@ def test_setting_is_validated_by_specconfig_and_serialisable():
     assert s.layer_ids == (2, 4, 5) and s.label == "fc-bypass, layers [2, 4, 5]"
     assert s.as_dict() == {"faults": ["fc-bypass"], "layer_ids": [2, 4, 5], "depth": 3,
                            "temperature": 0.0, "max_new_tokens": 64, "seed": 0, "topk": 1,
-                           "num_draft_tokens": 4, "verify_rule": None}
+                           "num_draft_tokens": 4, "verify_rule": None, "conditions": []}
     assert [x.faults for x in grid([(), ("fc-bypass",)], depths=(1, 2))] == \
         [(), (), ("fc-bypass",), ("fc-bypass",)]
 
