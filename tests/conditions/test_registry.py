@@ -145,6 +145,7 @@ def test_a_temporary_condition_reaches_the_cli_the_doctor_and_the_catalogue(pair
         assert hyp[TEMP.name].kind.startswith("serving condition") and hyp[TEMP.name].serving_check == "pytest"
         assert abs(hyp[TEMP.name].predicted["tau"] - res.metrics.accept_length) < 1e-9
         assert d.verdict.cause == TEMP.name and "fits the serving condition" in d.verdict.summary
+        assert any(n.startswith("plan: 2.") and TEMP.name in n for n in d.notes), d.notes
         cat = catalogue.measure(pair, prompts, depth=3, temperatures=(0.0,), max_new_tokens=8,
                                 faults=(), conditions=(TEMP.name,), progress=False)
         row, = cat["conditions"]
