@@ -4,7 +4,8 @@
 Greedy chain settings (T = 0, no reference check) are computed by one pass over every depth
 (onepass_runs.py); sampling, trees and reference checks by the live loop. Each result says which
 (`RunResult.computed_by`). A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
-registry order; costly fault objects are built once per pair by `faults.Builds`) and hands its
+registry order, then its serving conditions, conditions/registry.py; costly objects are built once
+per pair by `faults.Builds`) and hands its
 fields to `loop.chain.generate` as explicit arguments. Results are cached per (prompts, setting),
 so panels redraw without recomputing. Knows nothing about plotting or HTML.
 """
