@@ -44,12 +44,17 @@ def quantized(scheme: str):
     return apply
 
 
-def quantized_target(b, scheme: str):
-    """(model, QuantInfo): the pair's target quantized with `scheme`, built once per pair."""
+def loaded_target(b, why: str):
+    """The pair's loaded target model; a pair without one (a recording) is refused with `why`."""
     from torch import nn
     if not isinstance(b.target, nn.Module):
-        raise ConditionError("a quantized target needs the loaded target (a recording holds its "
-                             "states at the precision it was recorded in)")
+        raise ConditionError(f"{why} needs the loaded target (a recording holds one served run)")
+    return b.target
+
+
+def quantized_target(b, scheme: str):
+    """(model, QuantInfo): the pair's target quantized with `scheme`, built once per pair."""
+    loaded_target(b, "a quantized target")
     from eagle_nb.conditions.quantize import quantize
     return b.get(("target-quantized", scheme), lambda: quantize(b.target, scheme))
 
@@ -68,11 +73,11 @@ def past_training(w, b):
     """Each prompt preceded by source text so that it fills CONTEXT_SHARE of the target's context:
     the drafter runs at positions far past those of short training samples."""
     from eagle_nb.model.limits import context_length
-    ctx = context_length(b.target) if b.target is not None and not isinstance(b.target, str) else None
+    ctx = context_length(loaded_target(b, "context-past-training"))
     tok = getattr(b, "tokenizer", None)
     if ctx is None or tok is None:
-        raise ConditionError("context-past-training needs the loaded target and its tokenizer (the "
-                             "target must declare max_position_embeddings)")
+        raise ConditionError("context-past-training needs the target's tokenizer and a target that "
+                             "declares max_position_embeddings")
     n = int(CONTEXT_SHARE * ctx)
     text = b.get(("context-prefix", n), lambda: context_prefix(n, tok))
     fmt = text.replace("{", "{{").replace("}", "}}") + "{prompt}"

@@ -111,6 +111,11 @@ def test_bad_input_is_refused_by_name(pair, tmp_path):
     long = "x = 1\n" * 400
     with pytest.raises(ValueError, match="max_position_embeddings is 1024.*Nothing was decoded"):
         pair.run([long], conditions=("context-past-training",), max_new_tokens=8, progress=False)
+    from eagle_nb.experiment.wiring import Builds
+    recorded = Builds(tmp_path, pair.drafter, tokenizer=pair.tokenizer)      # a recording's: a path
+    for name in ("target-quantized", "context-past-training"):
+        with pytest.raises(ConditionError, match="needs the loaded target"):
+            C.entry(name).apply(pair.wiring(), recorded)
     from eagle_nb.cli.speculate import run
     a = build_parser().parse_args(["speculate", "--features", str(tmp_path), "--condition", "template-raw"])
     with pytest.raises(ValueError, match="needs the live target"):
