@@ -30,6 +30,9 @@ def measure(st) -> None:
     """Fill `profiles`, `probes` and the measured checks when the target or a recording can run."""
     runs = st.pre is None or st.pre.can_run or st.recorded
     if not (st.dynamic and st.measurable and runs):
+        if st.conditions:
+            st.notes.append(f"serving conditions {', '.join(st.conditions)} not measured: they need "
+                            "the target to run here (the catalogue holds no signature of theirs)")
         return
     pair = st.pair or open_pair(st)
     if st.prompts is None or isinstance(st.prompts, (str, Path)):

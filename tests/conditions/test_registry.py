@@ -160,3 +160,10 @@ def test_a_temporary_condition_reaches_the_cli_the_doctor_and_the_catalogue(pair
         assert f"`{TEMP.name}`" in catalogue.conditions_markdown(cat)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["speculate", "--prompt", "x", "--condition", "test-prompt-doubled"])
+
+
+def test_the_doctor_says_when_it_cannot_measure_a_condition():
+    """Static only (nothing runs), the conditions asked for are named as not measured, never
+    dropped without a word."""
+    d = doctor(CODE_DRAFTER, dynamic=False, conditions=("target-quantized",), progress=False)
+    assert any("target-quantized not measured" in n for n in d.notes), d.notes
