@@ -172,6 +172,10 @@ def fault_name(name: str) -> str:
     """A switchable fault's name (argparse `type`: checked while parsing)."""
     from eagle_nb.experiment.faults import FAULTS
     known = [f.name for f in FAULTS]
+    from eagle_nb.conditions.registry import names
+    if name in names():
+        raise argparse.ArgumentTypeError(f"{name!r} is a serving condition, not a fault in the files: "
+                                         f"use --condition {name}")
     if name not in known:
         raise argparse.ArgumentTypeError(f"unknown fault {name!r}{did_you_mean(name, known)} "
                                          f"(known: {', '.join(known)})")

@@ -48,7 +48,8 @@ def test_bad_or_inapplicable_verify_rule_is_refused(capsys, tmp_path):
 def test_condition_runs_the_pair_under_it_and_bad_ones_are_refused(capsys):
     """--condition target-quantized reaches the setting and the run's notes say what was
     quantized; a template mode the code tokenizer cannot render exits 2 naming why; an unknown
-    name is an argparse error suggesting the nearest; --ablate and --condition combine."""
+    name is an argparse error suggesting the nearest, and a condition given to --ablate points
+    at --condition; --ablate and --condition combine."""
     rc, out, err = _run(capsys, "--prompt", "def f(x):", "--max-new-tokens", "8", "--condition",
                         "target-quantized", "--ablate", "norm-output-forced", "--json")
     assert rc == 0, err
@@ -60,3 +61,5 @@ def test_condition_runs_the_pair_under_it_and_bad_ones_are_refused(capsys):
     assert rc == 2 and "has none" in err
     rc, _, err = _run(capsys, "--prompt", "x", "--condition", "target-quantised")
     assert rc == 2 and "did you mean 'target-quantized'" in err
+    rc, _, err = _run(capsys, "--prompt", "x", "--ablate", "chat-template-mismatch")   # once a fault
+    assert rc == 2 and "use --condition chat-template-mismatch" in err
