@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-from eagle_nb.experiment.context_curve import DEFAULT_LENGTHS, context_curve
+from eagle_nb.conditions.context_curve import DEFAULT_LENGTHS, context_curve
 from eagle_nb.experiment.pair import Pair
 from eagle_nb.io.paths import CODE_DRAFTER, CODE_DRAFTER_SPECULATORS, CODE_TARGET, REAL_TARGET
 

@@ -14,6 +14,7 @@ own subpackage or from one *above* it in this list, never below; `tests/test_lay
 | `loop/`        | chain and tree speculation, the one pass, verify rules, acceptance metrics, target states, timings |
 | `recordings/`  | a target's recorded states: write, read, trainers' files, the step-by-step replay reference |
 | `profiles/`    | speculation profiles: histogram -> rates, strict JSON, engine payloads, the tune model, step costs |
+| `conditions/`  | the serving-condition registry and its measurements (templates, quantization, context, coverage, loop share) |
 | `experiment/`  | `Setting`, the fault registry, the loaded `Pair` (or `RecordedPair`), results and sweeps |
 | `engines/`     | the engine registry: real engines behind a process boundary, their logs, metrics, observations |
 | `doctor/`      | the doctor's phases: static checks, measurement, signatures, ranking, verdict; the catalogue |
@@ -54,19 +55,21 @@ _EXPORTS = {
     "read_step_costs": "io.step_costs", "measure_step_costs": "profiles.batch_costs",
     "plot_tune": "views.tune_plot",
     # serving conditions (docs/conditions.md)
-    "VERIFY_RULES": "loop.verify_rules", "loop_report": "loop.repetition",
-    "prompt_coverage": "experiment.workload", "recording_coverage": "experiment.workload",
-    "drafter_mask": "experiment.workload", "check_context": "model.context_limits",
-    "context_curve": "experiment.context_curve", "long_prompts": "experiment.context_curve",
-    "quantize_rtn": "model.quantize", "quantized_pair": "experiment.precision",
-    "compare_precision": "experiment.precision", "TEMPLATE_MODES": "model.templates",
-    "render_mode": "model.templates", "encode_mode": "model.templates",
+    "VERIFY_RULES": "loop.verify_rules", "loop_report": "conditions.repetition",
+    "prompt_coverage": "conditions.workload", "recording_coverage": "conditions.workload",
+    "drafter_mask": "conditions.workload", "check_context": "conditions.context_limits",
+    "context_curve": "conditions.context_curve", "long_prompts": "conditions.context_curve",
+    "quantize_rtn": "conditions.quantize", "quantize_q4_1": "conditions.quantize",
+    "compare_precision": "conditions.precision", "TEMPLATE_MODES": "conditions.templates",
+    "render_mode": "conditions.templates", "encode_mode": "conditions.templates",
+    "CONDITIONS": "conditions.registry",
 }
 _RENAMED = {"diagnose": "doctor"}
 # Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).
 _MODULES = {
     "plots": "views.plots", "model_plots": "views.model_plots", "doctor_plots": "views.doctor_plots",
     "widgets": "views.widgets", "switcher": "views.switcher", "faults": "experiment.faults",
+    "conditions": "conditions.registry",
     "catalogue": "doctor.catalogue", "engines": "engines", "engine_figures": "views.engine_figures",
     "knobs": "engines.knobs",
 }

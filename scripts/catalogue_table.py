@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))          # run from anywhere, no install needed
 
+from eagle_nb.conditions import registry as conditions  # noqa: E402
 from eagle_nb.doctor import catalogue  # noqa: E402
 
 MEASURE = ("python -m eagle_nb.doctor.catalogue --out "
@@ -51,6 +52,25 @@ def page(cat: dict, json_path: Path) -> str:
         catalogue.markdown(cat),
         "",
     ]
+    table = catalogue.conditions_markdown(cat)
+    if table:
+        names = {r["condition"] for r in cat["conditions"]}
+        missing = [n for n in conditions.names() if n not in names]
+        lines += [
+            "## Serving conditions",
+            "",
+            "Each row is one entry of the condition registry (`eagle_nb/conditions/registry.py`), the "
+            "pair run under it with `Setting(conditions=(name,))` (`eagle-nb speculate --condition "
+            "NAME`). Cells: τ, its 95% interval (τ ± 1.96 bootstrap standard errors over prompts), then "
+            "per-position acceptance. The last column is the doctor's signature of the condition; "
+            "definitions and public reports are in [conditions.md](conditions.md).",
+            "",
+            table,
+            "",
+        ]
+        if missing:
+            lines += [f"Not measured in this JSON: {', '.join(f'`{n}`' for n in missing)} (re-measure "
+                      "with the command above to add them).", ""]
     return "\n".join(lines)
 
 

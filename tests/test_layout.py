@@ -13,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "eagle_nb"
 TESTS = ROOT / "tests"
-ORDER = ["io", "model", "checkpoints", "loop", "recordings", "profiles", "experiment", "engines", "doctor",
-         "views", "report", "train", "cli"]
+ORDER = ["io", "model", "checkpoints", "loop", "recordings", "profiles", "conditions", "experiment", "engines",
+         "doctor", "views", "report", "train", "cli"]
 
 
 def modules() -> dict[str, Path]:

@@ -72,7 +72,7 @@ PEER_FILES = {
 }
 # Dotted names in prose that are variables of someone else's code, not our modules.
 PROSE_NAMES = {"hidden_states.shape",      # SGLang's tensor (docs/drafter.md)
-               "inspect.getdoc",           # the standard library's (io/long_documents.py)
+               "inspect.getdoc",           # the standard library's (conditions/long_documents.py)
                "vllm.entrypoints.openai.api_server",   # vLLM's server module (engines/vllm.py)
                "metrics.speculative_decoding"}         # vLLM's counter prefix (profiles/profile_engines.py)
 # Files another change owns; the stale names they hold are fixed there.

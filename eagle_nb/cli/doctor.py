@@ -47,6 +47,8 @@ def add_parser(sub):
                    "SpecForge / speculators training files (teacher-forced) give only the healthy tau")
     p.add_argument("--trust-remote-code", action="store_true", help="allow loading a target whose "
                    "config needs its own code (auto_map); off by default")
+    options.condition(p, "also measure the pair under a named serving condition and rank it beside "
+                         "the faults (needs the target to run; a recording holds one served run)")
     options.json_output(p)
     return p
 
@@ -66,6 +68,6 @@ def run(a) -> int:
                observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
                observed_per_position=per, dynamic=not a.static_only, progress=not a.json,
                features=a.features, trust_remote_code=a.trust_remote_code,
-               train_log=a.train_log, train_acc=a.train_acc)
+               train_log=a.train_log, train_acc=a.train_acc, conditions=tuple(a.condition))
     print(d.to_json() if a.json else d.text())
     return 0 if d.verdict.cause == HEALTHY else 1

@@ -1,6 +1,6 @@
 """`eagle-nb inspect`: detect a drafter checkpoint's format and validate it (keys, shapes, layer ids,
 d2t), optionally against a target's config.json; with --prompts or --features, the draft
-vocabulary's coverage of a workload (experiment/workload.py). Parses flags, calls the format
+vocabulary's coverage of a workload (conditions/workload.py). Parses flags, calls the format
 registry (`checkpoints.registry.inspect`), prints; exit 0 valid, 1 problems found, 2 unreadable."""
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def run(a) -> int:
 def workload_coverage(a, rows, state, vocab_size: int):
     """(coverage, token decoder or None) of the prompt file (the target loaded and run) or of the
     recording."""
-    from eagle_nb.experiment import workload as W
+    from eagle_nb.conditions import workload as W
     inside = W.drafter_mask(state, vocab_size)
     if a.features:
         from eagle_nb.recordings.recording import Recording

@@ -160,6 +160,14 @@ def ablate(p, what: str) -> None:
                    help=f"{what} (repeatable); one of: {', '.join(f.name for f in FAULTS)}")
 
 
+def condition(p, what: str) -> None:
+    """--condition NAME (repeatable): `what` it does in this command, then every registered
+    serving condition (conditions/registry.py)."""
+    from eagle_nb.conditions.registry import names
+    p.add_argument("--condition", action="append", default=[], metavar="NAME", type=condition_name,
+                   help=f"{what} (repeatable; docs/conditions.md); one of: {', '.join(names())}")
+
+
 def device(p) -> None:
     p.add_argument("--device", default=None,
                    help="cpu, cuda, cuda:1, ... (default: CUDA when available, else CPU)")
@@ -174,8 +182,22 @@ def fault_name(name: str) -> str:
     """A switchable fault's name (argparse `type`: checked while parsing)."""
     from eagle_nb.experiment.faults import FAULTS
     known = [f.name for f in FAULTS]
+    from eagle_nb.conditions.registry import names
+    if name in names():
+        raise argparse.ArgumentTypeError(f"{name!r} is a serving condition, not a fault in the files: "
+                                         f"use --condition {name}")
     if name not in known:
         raise argparse.ArgumentTypeError(f"unknown fault {name!r}{did_you_mean(name, known)} "
+                                         f"(known: {', '.join(known)})")
+    return name
+
+
+def condition_name(name: str) -> str:
+    """A serving condition's name (argparse `type`: checked while parsing)."""
+    from eagle_nb.conditions.registry import names
+    known = list(names())
+    if name not in known:
+        raise argparse.ArgumentTypeError(f"unknown condition {name!r}{did_you_mean(name, known)} "
                                          f"(known: {', '.join(known)})")
     return name
 

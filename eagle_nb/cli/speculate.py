@@ -1,6 +1,6 @@
 """`eagle-nb speculate`: speculative decoding on the target (or a replay of a recording) with every
-acceptance metric the engines print, healthy or with named faults switched on, and the measured
-speedup. Parses flags, calls `experiment.pair.run_prompts` (or, with --features, the recorded
+acceptance metric the engines print, healthy or with named faults (--ablate) or serving conditions
+(--condition) switched on, and the measured speedup. Parses flags, calls `experiment.pair.run_prompts` (or, with --features, the recorded
 pair), prints."""
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from eagle_nb.cli import options
 def add_parser(sub):
     p = options.command(
         sub, "speculate", help="speculative decoding with acceptance metrics",
-        description="speculative decoding with every acceptance metric, healthy or with named faults",
+        description="speculative decoding with every acceptance metric, healthy, with named faults "
+                    "or under named serving conditions",
         examples="""\
             eagle-nb speculate --prompts data/eval_prompts.jsonl --depth 4
-            eagle-nb speculate --prompt 'def f(x):' --ablate fc-bypass --temperature 1""")
+            eagle-nb speculate --prompt 'def f(x):' --ablate fc-bypass --temperature 1
+            eagle-nb speculate --prompt 'def f(x):' --condition target-quantized""")
     options.target(p)
     options.drafter(p)
     g = options.prompts(p)
@@ -44,6 +46,8 @@ def add_parser(sub):
                         "At temperature 0 every rule is greedy verification (default: sampled)")
     options.seed(p)
     options.ablate(p, "switch on a named fault")
+    options.condition(p, "run the pair under a named serving condition (a fault is in the files, "
+                         "a condition in how they are served: the two flags combine)")
     p.add_argument("--truncate-prompt", action="store_true",
                    help="keep only a prompt's last tokens when it does not fit the target's context "
                         "(default: refuse it)")
@@ -61,7 +65,8 @@ def run(a) -> int:
     # rules)
     Setting(faults=tuple(a.ablate), depth=a.depth, temperature=a.temperature,
             max_new_tokens=a.max_new_tokens, seed=a.seed, topk=a.topk,
-            num_draft_tokens=a.num_draft_tokens, verify_rule=a.verify_rule)
+            num_draft_tokens=a.num_draft_tokens, verify_rule=a.verify_rule,
+            conditions=tuple(a.condition))
     from eagle_nb.experiment.pair import run_prompts
     from eagle_nb.model.targets import pick_device, resolve_target
     pick_device(a.device)
@@ -72,7 +77,8 @@ def run(a) -> int:
                          topk=a.topk, num_draft_tokens=a.num_draft_tokens,
                          max_new_tokens=a.max_new_tokens, temperature=a.temperature, seed=a.seed,
                          faults=tuple(a.ablate), device=a.device, check_reference=True,
-                         truncate_prompt=a.truncate_prompt, verify_rule=a.verify_rule)
+                         truncate_prompt=a.truncate_prompt, verify_rule=a.verify_rule,
+                         conditions=tuple(a.condition))
     loops = result.loop_report()
     if a.json:
         print(json.dumps({**result.summary(), "workload": loops.as_dict()}, indent=2))
@@ -88,6 +94,10 @@ def run_replay(a) -> int:
     with --ablate faults, through the one door (`experiment.recorded_pair.RecordedPair`); a fault
     the recording cannot answer is refused with the reason. Teacher-forced training files give
     estimates, exact where --target's lm_head picks the dataset's tokens everywhere."""
+    if a.condition:
+        raise ValueError(f"--features replays one served run: --condition {' '.join(a.condition)} "
+                         "changes what the target is fed or computes, so it needs the live target "
+                         "(drop --features)")
     if a.temperature != 0 or a.topk != 1 or a.verify_rule:
         raise ValueError("--features replays greedy speculation only: drop --temperature/--topk/"
                          "--verify-rule (sampling and trees need the live target)")

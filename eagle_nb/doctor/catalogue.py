@@ -1,7 +1,9 @@
 """The fault catalogue as a measured table: every switchable fault of the registry (faults.FAULTS) run
 on a pair at depth k, greedy and T = 1, beside the healthy pair, plus the crash-only faults with the
 exact error text (engines/crashes.py), and which static check of the doctor sees each one (each entry's
-`static`). The measuring loop is the doctor's (measure.py).
+`static`); then every serving condition of its registry (conditions/registry.py) run the same way,
+each cell with a 95% interval for tau (tau +- 1.96 bootstrap standard errors over prompts,
+ranking.profile_from_stats). The measuring loop is the doctor's (measure.py).
 
 `python -m eagle_nb.doctor.catalogue [--out FILE.json] [--markdown]` regenerates it on the shipped pair;
 docs/catalogue.md is generated from the JSON (scripts/catalogue_table.py). Knows nothing about plotting.
@@ -12,6 +14,7 @@ import argparse
 import json
 import time
 
+from eagle_nb.conditions import registry as C
 from eagle_nb.engines import crashes
 from eagle_nb.doctor.measure import first_line, measure_profiles
 from eagle_nb.experiment import faults as F
@@ -61,29 +64,62 @@ def row(f, results: dict | None = None, not_applicable: str | None = None) -> di
     return out
 
 
+def condition_row(c, results: dict | None = None, not_applicable: str | None = None) -> dict:
+    """The catalogue row of condition entry `c` with its measured `results` ({temperature: Profile})."""
+    return {"condition": c.name, "family": c.family, "story": c.story, "reference": c.reference,
+            "fix": c.fix, "switch": f"Setting(conditions=({c.name!r},))", "signature": c.signature,
+            "check": c.check,
+            "results": {str(T): {"tau": p.tau, "tau_se": p.tau_se, "per_position": list(p.per_position)}
+                        for T, p in (results or {}).items()},
+            "not_applicable": not_applicable}
+
+
 def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
-            max_new_tokens: int = 64, faults=None, progress: bool = True) -> dict:
-    """{'rows': [...], 'setup': {...}}: one row per fault (and 'healthy'), with τ and per-position
-    acceptance per temperature, or why the fault does not apply to this pair. `faults` limits the
-    registry entries measured (names; default all)."""
+            max_new_tokens: int = 64, faults=None, conditions=None, progress: bool = True) -> dict:
+    """{'rows': [...], 'conditions': [...], 'setup': {...}}: one row per fault (and 'healthy'),
+    then one per serving condition, with τ and per-position acceptance per temperature, or why the
+    entry does not apply to this pair. `faults` and `conditions` limit the registry entries
+    measured (names; default all)."""
     from eagle_nb.experiment.pair import Pair, shipped_prompts
     pair = pair or Pair()
     prompts = list(prompts or shipped_prompts())
     t0 = time.perf_counter()
     entries = [f for f in F.FAULTS if faults is None or f.name in faults]
-    measured, errors = measure_profiles(pair, prompts, [f.name for f in entries], depth=depth,
+    conds = [c for c in C.REGISTRY if conditions is None or c.name in conditions]
+    measured, errors = measure_profiles(pair, prompts, [f.name for f in entries + conds], depth=depth,
                                         temperatures=temperatures, max_new_tokens=max_new_tokens,
                                         catch=ValueError, raise_for=(), desc="catalogue",
                                         leave=True, progress=progress)
     rows = [row(f, measured[n], first_line(errors[n]) if n in errors else None)
             for f, n in [(None, HEALTHY), *[(f, f.name) for f in entries]]]
     rows += [row(f) for f in F.of_kind(F.CRASH)]
+    crows = [condition_row(c, measured[c.name], first_line(errors[c.name]) if c.name in errors else None)
+             for c in conds]
     from eagle_nb.io.paths import DATA_DIR
     drafter = str(pair.drafter_path).replace(str(DATA_DIR.parent) + "/", "")   # repo-relative
     setup = {"target": pair.target_path or "shipped", "drafter": drafter, "depth": depth,
              "temperatures": list(temperatures), "prompts": len(prompts),
              "max_new_tokens": max_new_tokens, "seconds": round(time.perf_counter() - t0, 1)}
-    return {"setup": setup, "rows": rows}
+    return {"setup": setup, "rows": rows, "conditions": crows}
+
+
+def add_conditions(cat: dict, pair=None, prompts=None, *, progress: bool = True) -> dict:
+    """`cat` (a measured catalogue) with its 'conditions' rows measured again for every condition of
+    the registry, on the same pair and workload as its setup says; the healthy pair is measured
+    again too and the setup's note says whether it came out identical to the catalogue's row."""
+    from eagle_nb.experiment.pair import Pair, shipped_prompts
+    s = cat["setup"]
+    pair = pair or Pair()
+    prompts = list(prompts or shipped_prompts(s["prompts"]))
+    t0 = time.perf_counter()
+    fresh = measure(pair, prompts, depth=s["depth"], temperatures=tuple(s["temperatures"]),
+                    max_new_tokens=s["max_new_tokens"], faults=(), progress=progress)
+    same = fresh["rows"][0]["results"] == next(r for r in cat["rows"] if r["fault"] == HEALTHY)["results"]
+    note = (f"serving conditions measured in a separate run ({time.perf_counter() - t0:.0f} s, same "
+            f"settings; healthy {'identical' if same else 'NOT identical: compare with care'})")
+    cat = {**cat, "conditions": fresh["conditions"]}
+    cat["setup"] = {**s, "note": "; ".join(n for n in (s.get("note"), note) if n)}
+    return cat
 
 
 def _cell(res: dict | None) -> str:
@@ -91,6 +127,38 @@ def _cell(res: dict | None) -> str:
         return "–"
     per = " / ".join(f"{x:.2f}" for x in res["per_position"])
     return f"{res['tau']:.2f} ({per})"
+
+
+def interval(res: dict) -> tuple[float, float]:
+    """95% interval for tau: tau +- 1.96 bootstrap standard errors over prompts."""
+    return res["tau"] - 1.96 * res["tau_se"], res["tau"] + 1.96 * res["tau_se"]
+
+
+def _interval_cell(res: dict | None) -> str:
+    if not res:
+        return "–"
+    lo, hi = interval(res)
+    per = " / ".join(f"{x:.2f}" for x in res["per_position"])
+    return f"{res['tau']:.2f} [{lo:.2f}, {hi:.2f}] ({per})"
+
+
+def conditions_markdown(cat: dict) -> str:
+    """The serving conditions' table: τ [95% interval] (per-position) per temperature, the
+    doctor's signature. Empty when the catalogue measured no condition."""
+    rows = cat.get("conditions") or []
+    if not rows:
+        return ""
+    temps = [str(float(t)) for t in cat["setup"]["temperatures"]]
+    head = ["condition", "story (reference)", *[f"τ [95% interval] (per-position) T={t}" for t in temps],
+            "signature"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        story = f"{r['story']} ({r['reference']})"
+        cells = ([f"n/a on this pair: {r['not_applicable']}"] + [""] * (len(temps) - 1)
+                 if r["not_applicable"] else [_interval_cell(r["results"].get(t)) for t in temps])
+        lines.append("| " + " | ".join([f"`{r['condition']}`", story.replace("|", "/"), *cells,
+                                        r["signature"].replace("|", "/")]) + " |")
+    return "\n".join(lines)
 
 
 def markdown(cat: dict) -> str:
@@ -118,13 +186,22 @@ def main(argv=None) -> None:
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--n-prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--conditions-into", metavar="FILE.json", default=None,
+                    help="measure only the serving conditions (and healthy, to compare) on the "
+                         "setup FILE.json records, and write them into it")
     a = ap.parse_args(argv)
+    if a.conditions_into:
+        cat = add_conditions(load(a.conditions_into))
+        with open(a.conditions_into, "w") as f:
+            json.dump(cat, f, indent=1)
+        print(conditions_markdown(cat))
+        return
     from eagle_nb.experiment.pair import shipped_prompts
     cat = measure(prompts=shipped_prompts(a.n_prompts), depth=a.depth, max_new_tokens=a.max_new_tokens)
     if a.out:
         with open(a.out, "w") as f:
             json.dump(cat, f, indent=1)
-    print(markdown(cat) if a.markdown else json.dumps(cat, indent=1))
+    print(markdown(cat) + "\n\n" + conditions_markdown(cat) if a.markdown else json.dumps(cat, indent=1))
 
 
 if __name__ == "__main__":

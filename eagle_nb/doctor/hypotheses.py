@@ -11,12 +11,14 @@ builder serve both the measured path and the signature path; only the order diff
     then the rest by (ruled out, not fitting, z).
 Weights are exp(-z^2/2) shares. Faults named only by checks or engine errors follow, labelled
 'crash-only' (a crash entry of the registry) or 'not measured'. Knows the registry and the
-profiles; runs nothing.
+profiles; runs nothing. Serving conditions the doctor was asked to measure (conditions/registry.py)
+are ranked like measured faults; no check of the files rules one out.
 """
 from __future__ import annotations
 
 import math
 
+from eagle_nb.conditions import registry as C
 from eagle_nb.doctor import ranking
 from eagle_nb.doctor.diagnosis import Hypothesis
 from eagle_nb.doctor.signatures import CONSISTENT_Z
@@ -38,19 +40,25 @@ def evidence(checks) -> dict[str, list[str]]:
 
 def ruled_out(name: str, checks, fmt: str | None = None) -> str | None:
     """The passing check that shows files of format `fmt` cannot have fault `name`, or None."""
-    return None if name == HEALTHY else F.entry(name).static.rules_out_files(checks, fmt)
+    if name == HEALTHY or name in C.BY_NAME:       # a serving condition leaves no trace in the files
+        return None
+    return F.entry(name).static.rules_out_files(checks, fmt)
 
 
 def hypothesis(name: str, st, ev: dict, *, kind: str, predicted=None, distance=None, weight=None,
                ranked_by: str = "") -> Hypothesis:
     """The one builder: story, reference and fix from the registry (on the serving path, the
     entry's story and serving-side check for these files), evidence and what rules it out."""
+    check = ""
     if name == HEALTHY:
         story, ref, fix = ("the pair as written" if st.distances else HEALTHY_STORY), "", ""
+    elif name in C.BY_NAME:         # a serving condition: its signature and the user's check
+        c = C.entry(name)
+        story, ref, fix, check = f"{c.story} (signature: {c.signature})", c.reference, c.fix, c.check
+        kind = f"serving condition ({kind})"
     else:
         f = F.entry(name)
         story, ref, fix = f.story, f.reference, f.fix
-    check = ""
     if name in st.serving:
         f = F.entry(name)
         story, check = f.serving.story(st.facts), f.serving.check(st.facts)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eagle_nb.conditions import registry as C
 from eagle_nb.doctor import ranking, training
 from eagle_nb.doctor.checks_drafter import FP16_MAX
 from eagle_nb.doctor.diagnosis import Check, Probe
@@ -29,6 +30,9 @@ def measure(st) -> None:
     """Fill `profiles`, `probes` and the measured checks when the target or a recording can run."""
     runs = st.pre is None or st.pre.can_run or st.recorded
     if not (st.dynamic and st.measurable and runs):
+        if st.conditions:
+            st.notes.append(f"serving conditions {', '.join(st.conditions)} not measured: they need "
+                            "the target to run here (the catalogue holds no signature of theirs)")
         return
     pair = st.pair or open_pair(st)
     if st.prompts is None or isinstance(st.prompts, (str, Path)):
@@ -38,11 +42,12 @@ def measure(st) -> None:
     st.inputs["prompts"] = len(plist)
     st.checks.append(fc_range_check(pair, plist))
     st.profiles, skipped = measure_faults(pair, plist, st.k, st.max_new_tokens, st.temperature,
-                                          st.faults, st.progress)
+                                          st.faults, st.progress, C.check(st.conditions))
     how = "one pass (exact greedy chain acceptance)" if st.temperature == 0 else "the live loop"
     how += f" on the recording {st.features}" if st.recorded else ""
     st.notes.append(f"faults measured by {how} on {len(plist)} prompts x {st.max_new_tokens} tokens")
-    st.notes += [f"fault {n} not measured: {why}" for n, why in skipped.items()]
+    st.notes += [f"{'condition' if n in C.BY_NAME else 'fault'} {n} not measured: {why}"
+                 for n, why in skipped.items()]
     st.probes = probes(st.profiles, pair)
     if st.train is not None:
         st.checks.append(training.train_accuracy(pair, plist, st.train, st.k, st.max_new_tokens, st.checks))
@@ -60,9 +65,10 @@ def open_pair(st):
 
 
 def measure_faults(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature: float = 0.0,
-                   faults=None, progress: bool = True) -> tuple[dict, dict]:
-    """({name: Profile} for 'healthy' and every fault that applies, {name: why it was skipped})."""
-    names = [f.name for f in F.FAULTS] if faults is None else list(faults)
+                   faults=None, progress: bool = True, conditions=()) -> tuple[dict, dict]:
+    """({name: Profile} for 'healthy', every fault that applies and every condition asked for,
+    {name: why it was skipped})."""
+    names = ([f.name for f in F.FAULTS] if faults is None else list(faults)) + list(conditions)
     with pair.one_pass.depths_up_to(depth):      # one depth: no deeper drafter steps
         by_t, errors = measure_profiles(pair, prompts, names, depth=depth, temperatures=(temperature,),
                                         max_new_tokens=max_new_tokens, progress=progress,
@@ -74,18 +80,20 @@ def measure_faults(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temp
 def measure_profiles(pair, prompts, names, *, depth: int, temperatures, max_new_tokens: int,
                      catch=Exception, raise_for=(HEALTHY,), desc: str = "measuring faults",
                      leave: bool = False, progress: bool = True) -> tuple[dict, dict]:
-    """({name: {temperature: Profile}}, {name: exception}) for 'healthy' then each of `names`.
-    An error of a name in `raise_for` propagates."""
+    """({name: {temperature: Profile}}, {name: exception}) for 'healthy' then each of `names` (a
+    fault's, or a serving condition's). An error of a name in `raise_for` propagates."""
     from tqdm.auto import tqdm
 
     from eagle_nb.experiment.setting import Setting
     profiles, errors = {}, {}
     for name in tqdm([HEALTHY, *names], desc=desc, disable=not progress, leave=leave):
-        faults = () if name == HEALTHY else (name,)
+        cond = name in C.BY_NAME                    # a serving condition, else a fault
+        faults = () if name == HEALTHY or cond else (name,)
         profiles[name] = {}
         for T in temperatures:
             try:
-                res = pair.run(prompts, Setting(faults=faults, depth=depth, temperature=T,
+                res = pair.run(prompts, Setting(faults=faults, conditions=(name,) if cond else (),
+                                                depth=depth, temperature=T,
                                                 max_new_tokens=max_new_tokens), progress=False)
             except catch as e:      # noqa: BLE001 - one broken fault must not stop the others
                 if name in raise_for:

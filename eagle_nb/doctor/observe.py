@@ -32,7 +32,7 @@ def observe(st) -> None:
     st.recorded = st.pair is None and st.features is not None and not Recording(st.features).teacher_forced
     obs = st.obs
     st.notes = preflight.plan(st.pre, dynamic=st.dynamic, features=st.features, depth=st.k,
-                              recorded=st.recorded,
+                              recorded=st.recorded, conditions=tuple(st.conditions or ()),
                               observed=obs and f"{obs.source}: tau {obs.tau:.2f} at k = {st.k}")
     if st.progress:
         print("\n".join(st.notes), file=sys.stderr, flush=True)

@@ -177,9 +177,10 @@ def preflight(target, *, trust_remote_code: bool = False) -> Preflight:
 
 
 def plan(pre: Preflight | None, *, dynamic: bool, features=None, observed: str | None = None,
-         depth: int = 4, recorded: bool = False) -> list[str]:
+         depth: int = 4, recorded: bool = False, conditions=()) -> list[str]:
     """The phases the doctor will run, in words, decided before any of them starts. `recorded`:
-    `features` is a greedy recording of the target, measured instead of the target."""
+    `features` is a greedy recording of the target, measured instead of the target; `conditions`:
+    the serving conditions asked for, measured beside the faults."""
     lines = ["plan: 1. static checks of the drafter's files against the target's config (read as data)"]
     if recorded and dynamic:
         lines.append(f"plan: 2. dynamic: one pass over the recording {features} (the target is not "
@@ -188,7 +189,9 @@ def plan(pre: Preflight | None, *, dynamic: bool, features=None, observed: str |
         lines += [f"plan:    target {f}" for f in (pre.facts if pre is not None else [])]
     elif (pre is None or pre.can_run) and dynamic:          # pre None: an already loaded pair
         lines.append(f"plan: 2. dynamic: the kit's reference loop on the target, the pair as written "
-                     f"and under each applicable catalogue fault, at k = {depth}")
+                     f"and under each applicable catalogue fault"
+                     + (f" and the serving conditions {', '.join(conditions)}" if conditions else "")
+                     + f", at k = {depth}")
     else:
         why = "--static-only" if not dynamic else "the target cannot run here: " + "; ".join(pre.reasons)
         if not observed:

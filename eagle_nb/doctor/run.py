@@ -36,7 +36,8 @@ def doctor(drafter, target=None, **asked) -> Diagnosis:
     file), `n_prompts` / `max_new_tokens` (default `state.WORKLOAD`: all shipped prompts x 64 at
     T = 0), `temperature`; `dynamic=False` runs the static part only; `faults` limits the measured
     faults (default: the whole registry); `pair` reuses a loaded `Pair` (and its run cache);
-    `features` a recording of the target (measured instead of it when greedy; else the healthy tau
+    `conditions` names serving conditions (conditions/registry.py) measured and ranked beside the
+    faults (default none); `features` a recording of the target (measured instead of it when greedy; else the healthy tau
     for the signatures); `train_log` / `train_acc` add the check that the files reproduce
     training's accuracy; `trust_remote_code`; `progress`. A target that cannot run here
     (preflight.py) is never loaded."""

@@ -35,6 +35,7 @@ class State:
     observed_per_position: object = None
     dynamic: bool = True
     faults: object = None
+    conditions: tuple = ()              # serving conditions measured and ranked beside the faults
     pair: object = None
     progress: bool = True
     features: object = None

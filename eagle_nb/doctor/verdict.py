@@ -9,6 +9,7 @@ state's fields and the registry's words; computes nothing.
 """
 from __future__ import annotations
 
+from eagle_nb.conditions import registry as C
 from eagle_nb.doctor import ranking
 from eagle_nb.doctor.diagnosis import Diagnosis, Verdict
 from eagle_nb.doctor.signatures import CONSISTENT_Z
@@ -83,6 +84,8 @@ def measured_verdict(st, ranked) -> Verdict:
         return Verdict(HEALTHY, f"consistent with a healthy pair: observed tau {obs.tau:.2f}, the "
                        f"reference loop predicts {pred.tau:.2f} (z {dist:.1f})", "", conf,
                        "observation", also)
+    if name in C.BY_NAME:
+        return condition_verdict(st, name, dist, also, conf)
     f = F.entry(name)
     fix = f.fix
     tail = f"; equally consistent: {', '.join(also)}" if also else ""
@@ -96,6 +99,17 @@ def measured_verdict(st, ranked) -> Verdict:
                f"that reads them").lstrip(" -")
     return Verdict(name, f"observed tau {obs.tau:.2f} fits '{name}' (predicted {pred.tau:.2f}, "
                    f"z {dist:.1f}): {f.story}{tail}", fix, conf, "observation", also)
+
+
+def condition_verdict(st, name, dist, also, conf) -> Verdict:
+    """A serving condition fits best: the files may be right, the serving is not."""
+    c, obs, pred = C.entry(name), st.obs, st.profiles[name]
+    tail = f"; equally consistent: {', '.join(also)}" if also else ""
+    if HEALTHY in st.profiles:
+        tail += f"; served as in training this pair reaches tau {st.profiles[HEALTHY].tau:.2f}"
+    return Verdict(name, f"observed tau {obs.tau:.2f} fits the serving condition '{name}' (predicted "
+                   f"{pred.tau:.2f}, z {dist:.1f}): {c.story}{tail}", f"{c.fix} (check: {c.check})",
+                   conf, "observation", also)
 
 
 def signature_verdict(st, ranked) -> Verdict:

@@ -84,14 +84,6 @@ def heuristic_ids(w: Wiring, b: Builds) -> Wiring:
     return w.but(layer_ids=ids)
 
 
-# A chat template the drafter never saw in training (its training data were raw text).
-CHAT_TEMPLATE = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
-
-
-def chat_template(w: Wiring, b: Builds) -> Wiring:
-    return w.but(prompt_format=CHAT_TEMPLATE)
-
-
 # -- switchable faults: the drafter ----------------------------------------------------------------
 def with_config(d, **changes):
     """The drafter with its config fields changed (RoPE table rebuilt when RoPE changes)."""

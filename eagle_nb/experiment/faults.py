@@ -147,13 +147,6 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "docs/layers.md (vllm PR #43671)", LAYER_FIX, Static(("aux-ids",), AUX_WARN),
           apply=fn.shift(-1), changes="layer_ids", checkpoint=shift_aux_ids(-1), panel=True,
           layer_shift=-1, probe=Probe("your ids look off by one (one boundary too late)", "layer-ids+1")),
-    Fault("chat-template-mismatch", SWITCH,
-          "prompts are served in a chat template the drafter never saw in training (trained on "
-          "raw text, served as ChatML), so its features and tokens are out of distribution",
-          "docs/formats.md (d2t/t2d and the training targets come from the training "
-          "data's formatted assistant tokens)",
-          "train (or regenerate data) with the serving chat template", NO_STATIC_TRACE,
-          apply=fn.chat_template, changes="prompt_format"),
     Fault("layer-ids-heuristic", SWITCH,
           "a converter ignores the config's ids and falls back to the EAGLE default {2, L//2, L-3}",
           "docs/faults.md (ggml-org/llama.cpp PR #27040)",

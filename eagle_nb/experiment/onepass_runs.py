@@ -40,10 +40,10 @@ class OnePass:
         self._matches: dict = {}
         self._encoded: dict = {}
 
-    def encode(self, text: str):
-        if text not in self._encoded:
-            self._encoded[text] = self.pair.encode(text)
-        return self._encoded[text]
+    def encode(self, text, template: str | None = None):
+        if (text, template) not in self._encoded:
+            self._encoded[text, template] = self.pair.encode(text, template)
+        return self._encoded[text, template]
 
     def applies(self, s: Setting, check_reference: bool) -> bool:
         """Greedy chains; chains at T > 0 too when the pair asks for expected values
@@ -80,7 +80,7 @@ class OnePass:
 
     def prompt_ids(self, prompts: tuple, w, s: Setting, truncate_prompt: bool) -> list:
         """Each prompt's ids as the live loop feeds them (wrapped, encoded, fitted)."""
-        return [fit_prompt(self.encode(w.served(p)), self.pair.target,
+        return [fit_prompt(self.encode(w.served(p), w.template), self.pair.target,
                            s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
                 for i, p in enumerate(prompts)]
 
@@ -94,7 +94,8 @@ class OnePass:
         w = pair.wiring(s)
         ids = self.prompt_ids(prompts, w, s, truncate_prompt)
         n = self.budgets(ids, s)
-        key = (tuple(prompts), tuple(x.shape[-1] for x in ids), s.faults, s.layer_ids, s.max_new_tokens)
+        key = (tuple(prompts), tuple(x.shape[-1] for x in ids), s.faults, s.conditions, s.layer_ids,
+               s.max_new_tokens)
         matches, st = self._matches.get(key, (None, None))
         if matches is None or matches.k_max < s.depth:
             k = self.depth_max(ids, s)

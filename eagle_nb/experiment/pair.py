@@ -4,7 +4,8 @@
 Greedy chain settings (T = 0, no reference check) are computed by one pass over every depth
 (onepass_runs.py); sampling, trees and reference checks by the live loop. Each result says which
 (`RunResult.computed_by`). A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
-registry order; costly fault objects are built once per pair by `faults.Builds`) and hands its
+registry order, then its serving conditions, conditions/registry.py; costly objects are built once
+per pair by `faults.Builds`) and hands its
 fields to `loop.chain.generate` as explicit arguments. Results are cached per (prompts, setting),
 so panels redraw without recomputing. Knows nothing about plotting or HTML.
 """
@@ -15,6 +16,7 @@ import time
 import torch
 from tqdm.auto import tqdm
 
+from eagle_nb.conditions import registry as C
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.onepass_runs import OnePass
 from eagle_nb.experiment.results import RunResult, Sweep
@@ -52,7 +54,8 @@ class Pair:
         self.speculators_path = speculators_path or (SHIPPED_DRAFTER_SPECULATORS if drafter is None else None)
         self.num_layers = num_decoder_layers(self.target)
         self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
-        self.builds = F.Builds(self.target, self.drafter, self.speculators_path, self.num_layers)
+        self.builds = F.Builds(self.target, self.drafter, self.speculators_path, self.num_layers,
+                               self.tokenizer)
         self._cache: dict = {}
         # Greedy chains (T = 0, no reference check) come from one pass (onepass_runs.py); set
         # False to run them through the live loop too.
@@ -102,16 +105,22 @@ class Pair:
                 yield states.fused()[0]
 
     def wiring(self, setting: Setting = Setting()) -> F.Wiring:
-        """What the loop is given under `setting`: the healthy wiring with its faults applied."""
+        """What the loop is given under `setting`: the healthy wiring with its faults, then its
+        serving conditions, applied."""
         w = F.apply(F.Wiring(self.target, self.drafter, tuple(self.layer_ids)), setting.faults,
                     self.builds)
+        w = C.apply(w, setting.conditions, self.builds)
         if setting.layer_ids is not None:
             w = w.but(layer_ids=setting.layer_ids,
                       note=f"captured layers overridden: HF ids {list(setting.layer_ids)}")
         return w
 
-    def encode(self, prompt: str) -> torch.Tensor:
-        return encode(self.tokenizer, prompt).to(self.device)
+    def encode(self, prompt, template: str | None = None) -> torch.Tensor:
+        """(1, T) ids of a prompt as given (`limits.encode`), or rendered in a template mode."""
+        if template is None:
+            return encode(self.tokenizer, prompt).to(self.device)
+        from eagle_nb.conditions.templates import encode_mode
+        return encode_mode(self.tokenizer, prompt, template).to(self.device)
 
     def run(self, prompts, setting: Setting | None = None, *, check_reference: bool = False,
             progress: bool = True, truncate_prompt: bool = False, **fields) -> RunResult:
@@ -146,7 +155,7 @@ class Pair:
         stats, outputs, match, ref_s = [], [], [], 0.0
         for i, p in enumerate(tqdm(prompts, desc=f"speculate k={s.depth} T={s.temperature} {s.label}",
                                    disable=not progress, leave=False)):
-            ids = fit_prompt(self.encode(w.served(p)), self.target,
+            ids = fit_prompt(self.encode(w.served(p), w.template), self.target,
                              s.max_new_tokens, s.depth, truncate=truncate_prompt, where=f"prompt {i}")
             kw = dict(max_new_tokens=s.max_new_tokens, temperature=s.temperature, seed=s.seed + i,
                       layer_ids=list(w.layer_ids), feature_mode=w.features, fc_policy=w.fc_policy,
@@ -160,7 +169,8 @@ class Pair:
             stats.append(st)
             outputs.append(self.tokenizer.decode(toks))
             if check_reference and s.temperature == 0:
-                ref, t = greedy_reference(self.target, ids, s.max_new_tokens, eos_token_id=eos)
+                ref_target = w.target if s.conditions else self.target   # a condition's target
+                ref, t = greedy_reference(ref_target, ids, s.max_new_tokens, eos_token_id=eos)
                 match.append(ref == toks)
                 ref_s += t
         wiring = {**w.describe(), "target": self.target_path or "shipped", "drafter": self.drafter_path}

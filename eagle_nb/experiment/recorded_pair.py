@@ -153,11 +153,13 @@ class RecordedPair(Pair):
         """Why the recording cannot answer `s`, or None when it can (decided without running)."""
         if not self.one_pass.applies(s, False):
             return "sampling and trees need the loaded target"
+        if s.conditions:
+            return "serving conditions change what the target is fed or computes: a recording holds one served run"
         try:
             w = self.wiring(s)
         except (NeedsTarget, F.NotApplicable) as e:
             return str(e)
-        if w.target is not None or w.prompt_format != "{prompt}":
+        if w.target is not None or w.prompt_format != "{prompt}" or w.template is not None:
             return "it changes the target or the prompt text"
         if w.features == TS.FEATURES_FINAL:
             return None if self.recording.meta.get("final_hidden") else "the final state was not recorded"

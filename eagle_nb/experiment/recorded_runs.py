@@ -36,6 +36,9 @@ class RecordedOnePass(OnePass):
 
     def prompt_ids(self, prompts: tuple, w, s: Setting, truncate_prompt: bool) -> list:
         pair = self.pair
+        if s.conditions:
+            raise F.NeedsTarget(f"serving conditions ({', '.join(s.conditions)}) change what the "
+                                "target is fed or computes: a recording holds one served run")
         if w.prompt_format != "{prompt}":
             raise F.NeedsTarget(f"the prompts are wrapped as {w.prompt_format!r}: a recording holds the "
                                 "target's continuation of the recorded prompt text only")

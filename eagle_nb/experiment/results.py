@@ -56,8 +56,8 @@ class RunResult:
 
     def loop_report(self, n: int = 6):
         """The share of this run's continuation tokens inside a repeated n-gram, per prompt and
-        pooled, and tau on loop-free verify steps beside tau overall (loop/repetition.py)."""
-        from eagle_nb.loop.repetition import loop_report
+        pooled, and tau on loop-free verify steps beside tau overall (conditions/repetition.py)."""
+        from eagle_nb.conditions.repetition import loop_report
         return loop_report(self.stats, n)
 
     def summary(self) -> dict:

@@ -1,15 +1,17 @@
 """One experiment as a value: `Setting` (faults, layer-id override, depth, temperature, new tokens,
-seed, tree shape, verify rule). Frozen and hashable, so it is the cache key of `Pair.run` and the coordinate of a `Sweep`.
+seed, tree shape, verify rule, serving conditions). Frozen and hashable, so it is the cache key of `Pair.run` and the coordinate of a `Sweep`.
 
 Depth, temperature, new tokens and seed are checked by `config.SpecConfig` (one place for those
-rules); fault names by `faults.check`, which also puts them in application order, so two settings
-that list the same faults differently are equal. Knows nothing about models or prompts.
+rules); fault names by `faults.check` and condition names by `conditions.registry.check`, which
+also put them in application order, so two settings that list the same names differently are
+equal. Knows nothing about models or prompts.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, replace
 
+from eagle_nb.conditions import registry as C
 from eagle_nb.experiment import faults as F
 from eagle_nb.model.config import SpecConfig
 
@@ -28,10 +30,14 @@ class Setting:
     num_draft_tokens: int | None = None       # tree nodes verified per step, root included
     verify_rule: str | None = None            # T > 0 chains: argmax | sampled | strict; None:
     #                                           the loop's default (loop/verify_rules.py)
+    conditions: tuple[str, ...] = ()          # serving conditions (conditions/registry.py)
 
     def __post_init__(self):
         set_ = object.__setattr__              # frozen: normalise once, here
         set_(self, "faults", F.check(self.faults))
+        if isinstance(self.conditions, str):
+            raise ValueError(f"conditions is a tuple of names; got the string {self.conditions!r}")
+        set_(self, "conditions", C.check(self.conditions))
         if self.layer_ids is not None:
             set_(self, "layer_ids", tuple(sorted(int(i) for i in self.layer_ids)))
         set_(self, "depth", int(self.depth))
@@ -69,9 +75,10 @@ class Setting:
 
     @property
     def label(self) -> str:
-        """Faults in words: 'healthy', 'fc-bypass + layer-ids+1', with any layer override, and the
+        """Faults and conditions in words: 'healthy', 'fc-bypass + layer-ids+1', 'template-raw',
+        with any layer override, and the
         shape of a tree ('healthy, tree topk 2, 6 nodes'); a chain's label does not say 'chain'."""
-        s = F.label(self.faults)
+        s = F.label(self.faults + self.conditions)
         if self.layer_ids is not None:
             s = f"{s}, layers {list(self.layer_ids)}"
         if self.verify_rule is not None:
@@ -88,6 +95,7 @@ class Setting:
     def as_dict(self) -> dict:
         d = asdict(self)
         d["faults"] = list(self.faults)
+        d["conditions"] = list(self.conditions)
         d["layer_ids"] = None if self.layer_ids is None else list(self.layer_ids)
         return d
 

@@ -1,5 +1,6 @@
-"""`eagle-nb speculate` and serving conditions: --verify-rule selects the T > 0 rule, and the
-output reports the workload's loop share and tau on loop-free steps (code pair, in process)."""
+"""`eagle-nb speculate` and serving conditions: --condition runs the pair under a registry entry,
+--verify-rule selects the T > 0 rule, and the output reports the workload's loop share and tau on
+loop-free steps (code pair, in process)."""
 from __future__ import annotations
 
 import json
@@ -42,3 +43,23 @@ def test_bad_or_inapplicable_verify_rule_is_refused(capsys, tmp_path):
     assert rc == 2 and "applies to chains" in err
     rc, _, err = _run(capsys, "--features", str(tmp_path), "--verify-rule", "argmax")
     assert rc == 2 and "--verify-rule" in err
+
+
+def test_condition_runs_the_pair_under_it_and_bad_ones_are_refused(capsys):
+    """--condition target-quantized reaches the setting and the run's notes say what was
+    quantized; a template mode the code tokenizer cannot render exits 2 naming why; an unknown
+    name is an argparse error suggesting the nearest, and a condition given to --ablate points
+    at --condition; --ablate and --condition combine."""
+    rc, out, err = _run(capsys, "--prompt", "def f(x):", "--max-new-tokens", "8", "--condition",
+                        "target-quantized", "--ablate", "norm-output-forced", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["setting"]["conditions"] == ["target-quantized"]
+    assert d["setting"]["faults"] == ["norm-output-forced"]
+    assert any("int4 weight-only RTN" in n for n in d["notes"]), d["notes"]
+    rc, _, err = _run(capsys, "--prompt", "x", "--condition", "template-system-prompt")
+    assert rc == 2 and "has none" in err
+    rc, _, err = _run(capsys, "--prompt", "x", "--condition", "target-quantised")
+    assert rc == 2 and "did you mean 'target-quantized'" in err
+    rc, _, err = _run(capsys, "--prompt", "x", "--ablate", "chat-template-mismatch")   # once a fault
+    assert rc == 2 and "use --condition chat-template-mismatch" in err

@@ -16,8 +16,7 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.results import Sweep
 from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting, grid
-
-FIELDS = ("target", "drafter", "layer_ids", "features", "fc_policy", "d2t", "prompt_format")
+from eagle_nb.experiment.wiring import FIELDS
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +110,7 @@ def test_setting_is_validated_by_specconfig_and_serialisable():
     assert s.layer_ids == (2, 4, 5) and s.label == "fc-bypass, layers [2, 4, 5]"
     assert s.as_dict() == {"faults": ["fc-bypass"], "layer_ids": [2, 4, 5], "depth": 3,
                            "temperature": 0.0, "max_new_tokens": 64, "seed": 0, "topk": 1,
-                           "num_draft_tokens": 4, "verify_rule": None}
+                           "num_draft_tokens": 4, "verify_rule": None, "conditions": []}
     assert [x.faults for x in grid([(), ("fc-bypass",)], depths=(1, 2))] == \
         [(), (), ("fc-bypass",), ("fc-bypass",)]
 

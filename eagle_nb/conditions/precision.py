@@ -1,46 +1,40 @@
-"""A target served at lower precision than the states its drafter was trained on: the pair with an
-RTN-quantized copy of its target (model/quantize.py), and what changes between the two precisions
-(docs/conditions.md, "Quantized target").
+"""A target served at lower precision than the states its drafter was trained on, measured: what
+changes between the pair and the pair under a `target-quantized*` condition (registry.py;
+docs/conditions.md, "Quantized target").
 
-`quantized_pair(pair, bits)` is a view of a loaded `Pair` whose target is the quantized copy (same
-drafter, tokenizer and settings; its own result caches), so every `Pair.run` path (the one pass at
-T = 0, the live loop otherwise) measures the quantized target as a server would run it: its own
-greedy continuation, its own aux states. `compare_precision` reports, over the reference target's
-greedy continuations of the prompts (teacher-forced through both targets):
+Under the condition the pair runs a quantized copy of its target (quantize.py; built once per pair
+and shared with `compare_precision` through the pair's `builds`), so every `Pair.run` path (the one
+pass at T = 0, the live loop otherwise) measures the quantized target as a server would run it: its
+own greedy continuation, its own aux states. `compare_precision` reports, over the reference
+target's greedy continuations of the prompts (teacher-forced through both targets):
 
 - `aux_cosine[layer]`: mean over fed positions of cos(h_ref, h_quant) of each captured aux state;
 - `top1_agreement`: share of continuation positions (those predicting a continuation token) where
   the two targets' argmax agree;
-- tau (and per-position acceptance) of the pair at each precision, by `Pair.run` at T = 0.
+- tau (and per-position acceptance) of the pair with and without the condition, by `Pair.run` at
+  T = 0.
 
-Knows the Pair's attributes (target, drafter, tokenizer, layer ids, encode); nothing about plots.
+Knows the Pair's attributes (target, builds, layer ids, encode, run); nothing about plots.
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import asdict, dataclass
 
 import torch
 
-from eagle_nb.experiment.onepass_runs import OnePass
-from eagle_nb.experiment.setting import Setting
-from eagle_nb.experiment.wiring import Builds
+from eagle_nb.conditions import registry as C
+from eagle_nb.conditions.condition_fns import quantized_target
 from eagle_nb.loop.target_states import greedy_continuations
 from eagle_nb.model.capture import capture
-from eagle_nb.model.quantize import quantize_rtn
 
 
-def quantized_pair(pair, bits: int = 4, group_size: int | None = -1, include_lm_head: bool = False):
-    """A view of `pair` with an RTN-quantized copy of its target (`quantize_rtn`'s defaults: int8
-    per output channel, int4 in groups of 32). `.quant_info` says what was quantized."""
-    target, info = quantize_rtn(pair.target, bits, group_size, include_lm_head)
-    q = copy.copy(pair)
-    q.target, q.quant_info = target, info
-    q.target_path = f"{pair.target_path or 'shipped'} ({info.describe()})"
-    q.builds = Builds(target, pair.drafter, pair.speculators_path, pair.num_layers)
-    q._cache = {}
-    q.one_pass = OnePass(q)
-    return q
+def scheme_of(condition: str) -> str:
+    """The quantization (quantize.SCHEMES) a `target-quantized*` condition runs the target at."""
+    scheme = getattr(C.entry(condition).apply, "scheme", None)
+    if scheme is None:
+        raise ValueError(f"condition {condition!r} does not quantize the target; choose from "
+                         f"{[c.name for c in C.REGISTRY if c.family == C.PRECISION]}")
+    return scheme
 
 
 @dataclass
@@ -89,18 +83,19 @@ def state_agreement(reference, quantized, seqs, prompt_lens, layer_ids) -> tuple
     return {k: float(torch.cat(v).mean()) for k, v in cos.items()}, agree / total, total
 
 
-def compare_precision(pair, prompts, bits: int = 4, group_size: int | None = -1, depth: int = 4,
-                      max_new_tokens: int = 32, qpair=None) -> PrecisionReport:
-    """tau of `pair` and of its `bits`-bit RTN copy (or the given `qpair`) at T = 0, with the aux
-    states' cosine and the top-1 agreement between the two targets on the reference continuations."""
-    qpair = qpair or quantized_pair(pair, bits, group_size)
-    s = Setting(depth=depth, max_new_tokens=max_new_tokens)
-    ref, quant = pair.run(prompts, s, progress=False), qpair.run(prompts, s, progress=False)
+def compare_precision(pair, prompts, condition: str = "target-quantized", depth: int = 4,
+                      max_new_tokens: int = 32) -> PrecisionReport:
+    """tau of `pair` and of the pair under `condition` (a `target-quantized*` entry) at T = 0, with
+    the aux states' cosine and the top-1 agreement between the two targets on the reference
+    continuations."""
+    qtarget, info = quantized_target(pair.builds, scheme_of(condition))
+    ref = pair.run(prompts, depth=depth, max_new_tokens=max_new_tokens, progress=False)
+    quant = pair.run(prompts, depth=depth, max_new_tokens=max_new_tokens, conditions=(condition,),
+                     progress=False)
     ids = [pair.encode(p) for p in prompts]
     seqs = greedy_continuations(pair.target, ids, max_new_tokens)
-    cos, top1, n = state_agreement(pair.target, qpair.target, seqs, [x.shape[-1] for x in ids],
+    cos, top1, n = state_agreement(pair.target, qtarget, seqs, [x.shape[-1] for x in ids],
                                    pair.layer_ids)
-    info = qpair.quant_info
     return PrecisionReport(info.describe(), depth, ref.metrics.accept_length,
                            quant.metrics.accept_length, ref.metrics.per_position_acceptance,
                            quant.metrics.per_position_acceptance, cos, top1, n, info.rel_error)

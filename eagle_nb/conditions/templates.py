@@ -8,7 +8,10 @@ training data did not have (or without one it had). Each mode is a function of (
 that returns the text the model is fed, and `encode_mode` turns it into ids as the endpoint does
 (templated text carries its special tokens already, so none are added; raw text gets the
 tokenizer's own, as a completions endpoint adds them). The healthy mode is `chat`, what
-`limits.encode` does for a `Chat`.
+`limits.encode` does for a `Chat`. `chatml` is the one template the kit carries itself: ChatML
+markers around the user's text, for a drafter trained on raw text and served templated (the
+`chat-template-mismatch` condition); it needs no template in the tokenizer and is tokenised as
+text, as a completions endpoint would.
 
 NOTE: some templates insert a default system prompt when a chat has none (SmolLM2's does), so
 `system-removed` on such a template still shows the model a system turn: the template's default.
@@ -21,6 +24,8 @@ from eagle_nb.io.prompts import Chat
 from eagle_nb.model.limits import render_chat
 
 DEFAULT_SYSTEM = "You are a helpful assistant."      # what `system-added` adds by default
+# ChatML (the format of SmolLM2's, Qwen's and many other templates), user turn and assistant prefix
+CHATML = "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def as_chat(prompt) -> Chat:
@@ -72,6 +77,14 @@ def render_system_removed(tokenizer, prompt, **_) -> str:
     return render_chat(tokenizer, Chat(tuple(t for t in c.messages if t[0] != "system")))
 
 
+def render_chatml(tokenizer, prompt, **_) -> str:
+    """`chatml` (`chat-template-mismatch`): the user's text between ChatML markers, whatever the
+    tokenizer's own template (or none): a template the drafter never saw when it was trained on
+    raw text. d2t/t2d and the training targets come from the training data's formatted tokens
+    (docs/formats.md)."""
+    return CHATML.format(text=as_chat(prompt).text)
+
+
 # mode name -> (renderer, the registry condition it serves); `chat` is the healthy one
 TEMPLATE_MODES = {
     "chat": (render_as_chat, None),
@@ -79,7 +92,9 @@ TEMPLATE_MODES = {
     "no-generation-prompt": (render_no_generation_prompt, "template-no-generation-prompt"),
     "system-added": (render_system_added, "template-system-prompt"),
     "system-removed": (render_system_removed, "template-system-prompt"),
+    "chatml": (render_chatml, "chat-template-mismatch"),
 }
+AS_TEXT = ("raw", "chatml")     # modes tokenised as plain text, with the tokenizer's special tokens
 
 
 def check_mode(mode: str) -> str:
@@ -94,10 +109,11 @@ def render_mode(tokenizer, prompt, mode: str, **kw) -> str:
 
 
 def encode_mode(tokenizer, prompt, mode: str, **kw):
-    """(1, T) ids of `prompt` served in `mode`: templated text without added special tokens (it
-    holds them), raw text with the tokenizer's own (as a completions endpoint tokenises it)."""
+    """(1, T) ids of `prompt` served in `mode`: text rendered by the tokenizer's template without
+    added special tokens (it holds them), raw and `chatml` text with the tokenizer's own (as a
+    completions endpoint tokenises it)."""
     text = render_mode(tokenizer, prompt, mode, **kw)
-    ids = tokenizer(text, return_tensors="pt", add_special_tokens=(mode == "raw"))["input_ids"]
+    ids = tokenizer(text, return_tensors="pt", add_special_tokens=(mode in AS_TEXT))["input_ids"]
     if ids.shape[-1] == 0:
         raise ValueError(f"{text[:40]!r} ({mode}) encodes to 0 tokens with this tokenizer")
     return ids

@@ -1,6 +1,7 @@
 """Long, real, license-clean documents available offline: the Python standard library's own
 documentation strings (or its source), for prompts of 128 to 4,096+ tokens (the
-`context-past-training` curve, experiment/context_curve.py; docs/conditions.md).
+`context-past-training` curve, conditions/context_curve.py, and the condition's long prompts,
+condition_fns.py; docs/conditions.md).
 
 Source: the standard library of the running interpreter (CPython, Python Software Foundation
 License Version 2). `kind="docs"`: for each module of `MODULES`, its docstring and then the

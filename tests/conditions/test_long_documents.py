@@ -1,10 +1,10 @@
-"""Long documents from the standard library (eagle_nb.io.long_documents): deterministic, long
+"""Long documents from the standard library (eagle_nb.conditions.long_documents): deterministic, long
 enough, starting at a different module each, named with their license."""
 from __future__ import annotations
 
 import pytest
 
-from eagle_nb.io.long_documents import MODULES, long_documents, module_text, source_note
+from eagle_nb.conditions.long_documents import MODULES, long_documents, module_text, source_note
 
 
 def test_documents_are_long_distinct_and_deterministic():

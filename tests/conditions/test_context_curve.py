@@ -1,4 +1,4 @@
-"""The tau-versus-context curve (experiment/context_curve.py) on the code pair: prompts cut to the
+"""The tau-versus-context curve (conditions/context_curve.py) on the code pair: prompts cut to the
 requested lengths, lengths past the target's context clipped and replaced by the longest that
 fits, each point a one-pass run; chat prompts on the real tokenizer when it is set up."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from transformers import AutoTokenizer
 
-from eagle_nb.experiment.context_curve import context_curve, long_prompts
+from eagle_nb.conditions.context_curve import context_curve, long_prompts
 from eagle_nb.io.paths import REAL_TARGET
 from eagle_nb.io.prompts import Chat
 from eagle_nb.model.limits import encode

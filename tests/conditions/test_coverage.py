@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.loop.coverage on hand-made vocabularies and continuations: the draft
+"""Tests for eagle_nb.conditions.coverage on hand-made vocabularies and continuations: the draft
 vocabulary from d2t / t2d, outside shares per prompt, per label and pooled, the most frequent
 outside tokens, and the vocabulary-limited oracle walk that gives the ceiling.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eagle_nb.loop.coverage import ceiling_counts, coverage, draft_vocab_mask
+from eagle_nb.conditions.coverage import ceiling_counts, coverage, draft_vocab_mask
 
 INSIDE = draft_vocab_mask(10, t2d=torch.tensor([True] * 5 + [False] * 5))    # ids 0..4
 

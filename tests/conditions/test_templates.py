@@ -1,4 +1,4 @@
-"""The serving modes of a chat request (eagle_nb.model.templates) on a tokenizer with a real chat
+"""The serving modes of a chat request (eagle_nb.conditions.templates) on a tokenizer with a real chat
 template (SmolLM2-135M-Instruct's ChatML, skipped when absent) and on one without (the code
 pair's): each mode's text and ids, and the refusals."""
 from __future__ import annotations
@@ -9,7 +9,8 @@ from transformers import AutoTokenizer
 from eagle_nb.io.paths import CODE_TARGET, REAL_TARGET
 from eagle_nb.io.prompts import Chat
 from eagle_nb.model.limits import ChatTemplateError, encode
-from eagle_nb.model.templates import TEMPLATE_MODES, encode_mode, render_mode
+from eagle_nb.conditions.registry import BY_NAME
+from eagle_nb.conditions.templates import AS_TEXT, CHATML, TEMPLATE_MODES, encode_mode, render_mode
 
 needs_real = pytest.mark.skipif(not (REAL_TARGET / "tokenizer.json").exists(),
                                 reason=f"the real target's tokenizer is not set up ({REAL_TARGET})")
@@ -55,12 +56,15 @@ def test_system_prompt_added_or_removed(tok):
 
 
 def test_modes_needing_a_template_refuse_a_tokenizer_without_one():
-    """The code target's tokenizer has no chat template: `raw` works, every other mode raises
+    """The code target's tokenizer has no chat template: `raw` and `chatml` (the kit's own ChatML
+    markers around the user text, tokenised as text) work, every other mode raises
     ChatTemplateError naming the missing template; an unknown mode names the known ones."""
     plain = AutoTokenizer.from_pretrained(str(CODE_TARGET))
     assert encode_mode(plain, CHAT, "raw").shape[-1] > 0
+    assert render_mode(plain, CHAT, "chatml") == CHATML.format(text=CHAT.text)
+    assert encode_mode(plain, CHAT, "chatml").shape[-1] > encode_mode(plain, CHAT, "raw").shape[-1]
     for mode in TEMPLATE_MODES:
-        if mode != "raw":
+        if mode not in AS_TEXT:
             with pytest.raises(ChatTemplateError, match="no chat"):
                 render_mode(plain, CHAT, mode)
     with pytest.raises(ValueError, match="system-added"):
@@ -70,10 +74,10 @@ def test_modes_needing_a_template_refuse_a_tokenizer_without_one():
 
 
 def test_every_mode_names_its_condition_and_cites_a_report():
-    """Each non-healthy mode serves a `template-*` condition and its docstring cites a public
-    report (project#number)."""
+    """Each non-healthy mode serves a template condition of the registry and its docstring cites a
+    public report (project#number) or the doc that explains it."""
     for mode, (fn, condition) in TEMPLATE_MODES.items():
         if mode == "chat":
             assert condition is None
             continue
-        assert condition.startswith("template-") and "#" in fn.__doc__, mode
+        assert BY_NAME[condition].family == "template" and ("#" in fn.__doc__ or "docs/" in fn.__doc__), mode

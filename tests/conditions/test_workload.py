@@ -1,4 +1,4 @@
-"""Vocabulary coverage of a workload on the code pair (experiment/workload.py, `eagle-nb inspect
+"""Vocabulary coverage of a workload on the code pair (conditions/workload.py, `eagle-nb inspect
 --prompts/--features`): the continuations are the pair's own greedy tokens, shares and labels
 count right, a recording gives the same tokens as the loaded target, and bad flags are refused
 before anything loads."""
@@ -9,10 +9,10 @@ import json
 import pytest
 
 from eagle_nb.cli.main import main
-from eagle_nb.experiment import workload as W
+from eagle_nb.conditions import workload as W
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
-from eagle_nb.loop.coverage import coverage
+from eagle_nb.conditions.coverage import coverage
 from eagle_nb.recordings.recording import Recording, record
 from helpers import code_pair, code_prompts
 

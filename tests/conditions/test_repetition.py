@@ -1,4 +1,4 @@
-"""Tests for eagle_nb.loop.repetition: which tokens are in a loop (hand-made sequences), the loop
+"""Tests for eagle_nb.conditions.repetition: which tokens are in a loop (hand-made sequences), the loop
 share per prompt and pooled, which verify step drafts from where, and tau split by loop-free steps.
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from eagle_nb.loop.chain import SpecStats, VerifyStep
 from eagle_nb.loop.metrics import from_stats
-from eagle_nb.loop.repetition import drafted_from, in_loop_mask, loop_report, loop_share
+from eagle_nb.conditions.repetition import drafted_from, in_loop_mask, loop_report, loop_share
 
 
 def test_a_token_is_in_a_loop_when_it_ends_an_ngram_seen_before():

@@ -1,14 +1,14 @@
 """tau against prompt length: the `context-past-training` curve (docs/conditions.md, "Context
 length").
 
-Prompts of 128 to 4,096 tokens are cut from long real documents (io/long_documents.py: the Python
+Prompts of 128 to 4,096 tokens are cut from long real documents (long_documents.py: the Python
 standard library's documentation strings for a chat target, its source for a code target). A chat
 target gets `Chat.user(document + INSTRUCTION)`, rendered with its template; a raw target gets the
 document text. Each prompt is cut so that the ids the loop feeds (`limits.encode`) number the
 requested length, or the nearest below it (decode/encode round trips can move a token: the actual
 lengths are reported). At each length the pair runs its one pass (`Pair.run` at T = 0, depths
 up to `depth` only). Lengths that do not fit the target's context with the new tokens are clipped,
-named in `ContextCurve.clipped`, and replaced by one point at the longest prompt that fits. The curve carries the static check (model/context_limits.py)
+named in `ContextCurve.clipped`, and replaced by one point at the longest prompt that fits. The curve carries the static check (context_limits.py)
 and the drafter's declared and, when given, trained length, for a plot to mark.
 
 Knows the Pair's attributes (target, drafter, tokenizer, one_pass, run); nothing about plots.
@@ -18,10 +18,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from eagle_nb.experiment.setting import Setting
-from eagle_nb.io.long_documents import long_documents, source_note
+from eagle_nb.conditions.long_documents import long_documents, source_note
 from eagle_nb.io.prompts import Chat
-from eagle_nb.model.context_limits import ContextCheck, check_context
+from eagle_nb.conditions.context_limits import ContextCheck, check_context
 from eagle_nb.model.limits import context_length, encode
 
 DEFAULT_LENGTHS = (128, 256, 512, 1024, 2048, 4096)
@@ -124,12 +123,12 @@ def context_curve(pair, lengths=DEFAULT_LENGTHS, n_docs: int = 1, depth: int = 4
     chat = bool(getattr(pair.tokenizer, "chat_template", None)) if chat is None else chat
     kind = kind or ("docs" if chat else "source")
     prompts = long_prompts(pair.tokenizer, fits, n_docs, kind, chat) if fits else {}
-    s = Setting(depth=depth, max_new_tokens=max_new_tokens)
     points = []
     with pair.one_pass.depths_up_to(depth):
         for L in fits:
             t0 = time.perf_counter()
-            res = pair.run([p for p, _ in prompts[L]], s, progress=False)
+            res = pair.run([p for p, _ in prompts[L]], depth=depth, max_new_tokens=max_new_tokens,
+                           progress=False)
             points.append(ContextPoint(L, [n for _, n in prompts[L]], res.metrics.accept_length,
                                        res.metrics.per_position_acceptance,
                                        time.perf_counter() - t0, res))

@@ -1,4 +1,4 @@
-"""Weight-only RTN quantization (eagle_nb.model.quantize): the grid and its error bound on hand
+"""Weight-only RTN quantization (eagle_nb.conditions.quantize): the grid and its error bound on hand
 tensors, and on a tiny Llama which layers a copy quantizes and which it keeps."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from eagle_nb.model.quantize import rtn, quantize_rtn
+from eagle_nb.conditions.quantize import q4_1, quantize, quantize_rtn, rtn
 from helpers import tiny_llama
 
 
@@ -59,3 +59,39 @@ def test_quantize_rtn_copies_and_keeps_head_and_embeddings():
     assert "lm_head" in ih.layers
     with pytest.raises(ValueError, match="no nn.Linear"):
         quantize_rtn(nn.Sequential(nn.ReLU()), 8)
+
+
+def test_q4_1_is_llama_cpp_blocks_of_32_with_fp16_scale_and_min():
+    """Each block of 32 holds at most 16 levels, its minimum is kept to fp16 precision, every value
+    is within half a step (d = (max - min) / 15) of the original plus the fp16 rounding of d and
+    min, and the same weights reproduce llama.cpp's reference rounding (trunc(x + 0.5)) by hand."""
+    g = torch.Generator().manual_seed(1)
+    w = torch.randn(4, 64, generator=g)
+    wq = q4_1(w)
+    blocks, qb = w.reshape(4, 2, 32), wq.reshape(4, 2, 32)
+    lo, hi = blocks.amin(-1, keepdim=True), blocks.amax(-1, keepdim=True)
+    d = (hi - lo) / 15
+    assert all(qb[i, j].unique().numel() <= 16 for i in range(4) for j in range(2))
+    assert torch.allclose(qb.amin(-1, keepdim=True), lo.half().float(), atol=1e-6)
+    assert ((qb - blocks).abs() <= d / 2 + 16 * (d - d.half().float()).abs() + 2e-3).all()
+    x = w[0, :32]
+    dd = float((x.max() - x.min()) / 15)
+    q = [min(15, int((float(v) - float(x.min())) / dd + 0.5)) for v in x]
+    hand = torch.tensor(q) * torch.tensor(dd).half().float() + x.min().half().float()
+    assert torch.allclose(wq[0, :32], hand, atol=1e-6)
+
+
+def test_quantize_names_the_scheme_and_refuses_what_the_layers_do_not_allow():
+    """`quantize` takes int8, int4 and q4_1 and describes each; an unknown scheme, and a target
+    whose linear layers' width the block size does not divide, are refused naming the layer."""
+    model = tiny_llama(num_layers=2)
+    _, info = quantize(model, "q4_1")
+    assert "Q4_1" in info.describe() and len(info.layers) == 14
+    assert "int8" in quantize(model, "int8")[1].describe()
+    with pytest.raises(ValueError, match="unknown quantization 'int3'"):
+        quantize(model, "int3")
+    odd = nn.Sequential(nn.Linear(20, 8))
+    with pytest.raises(ValueError, match=r"layer 0 \(\(8, 20\)\).*blocks of 32 do not divide the 20"):
+        quantize(odd, "q4_1")
+    with pytest.raises(ValueError, match=r"layer 0 .*group size 32 does not divide the 20"):
+        quantize(odd, "int4")

@@ -1,6 +1,6 @@
 """A workload's target tokens and what they say about the drafter's vocabulary: the target's
 greedy continuations of a prompt file (or a recording's continuation tokens), grouped by the
-prompt file's labels, measured by `loop.coverage` (docs/conditions.md, "Vocabulary coverage").
+prompt file's labels, measured by `conditions.coverage` (docs/conditions.md, "Vocabulary coverage").
 
 Prompts are encoded and fitted as the loop encodes them (`model.limits`): a prompt that does not fit
 the target's context is refused naming it. Continuations are decoded greedily for
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from eagle_nb.loop.coverage import Coverage, coverage, draft_vocab_mask
+from eagle_nb.conditions.coverage import Coverage, coverage, draft_vocab_mask
 from eagle_nb.loop.target_states import greedy_continuations
 from eagle_nb.model.limits import encode, fit_prompt
 

@@ -1,9 +1,9 @@
-"""The static context check (eagle_nb.model.context_limits) on hand-made configs in the layouts
+"""The static context check (eagle_nb.conditions.context_limits) on hand-made configs in the layouts
 it reads: flat, nested, `rope_parameters`, objects."""
 from __future__ import annotations
 
 from eagle_nb.model.config import DrafterConfig
-from eagle_nb.model.context_limits import check_context, context_fields
+from eagle_nb.conditions.context_limits import check_context, context_fields
 
 TARGET = {"max_position_embeddings": 8192, "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}}
 
