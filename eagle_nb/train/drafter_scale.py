@@ -245,6 +245,7 @@ def train_scaled(c: ScaleConfig) -> dict:
     steps = fit(drafter, train, held, lambda final: final @ head_w.T, cc, work,
                 work / "drafter_train.log")
     times["train_s"] = round(time.time() - t2, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)     # an --out under a folder not made yet
     log_f.write_text((work / "drafter_train.log").read_text())
     drafter.config.aux_layer_ids = None
     save_drafter(drafter, out, "eagle", dtype=torch.float16)
