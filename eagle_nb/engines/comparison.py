@@ -70,8 +70,8 @@ def sampling_se(m: AcceptanceMetrics) -> float:
 
 
 def agreement(ref_ids, eng_ids) -> dict:
-    """Token-level agreement per prompt, over the reference's length (it stops at EOS; the engine
-    runs with ignore_eos)."""
+    """Token-level agreement per prompt, over the reference's length (both stop at EOS; an
+    engine output shorter than the reference's is a divergence)."""
     rows = []
     for r, e in zip(ref_ids, eng_ids):
         if e is None:

@@ -209,8 +209,12 @@ def observe(v, summary: dict, text: str) -> dict:
 
 
 def complete(url: str, ids, max_new_tokens: int, temperature: float, seed):
-    """One batched /v1/completions request with token-id prompts (Endpoint.complete)."""
-    return Endpoint(url).complete(ids, max_new_tokens, temperature, seed=seed if temperature else None), []
+    """One batched /v1/completions request with token-id prompts (Endpoint.complete), stopping at
+    EOS as served requests do and as the reference loop does: with `ignore_eos` the engine ran on
+    past EOS and counted verify steps the reference never takes (measured on the real pair, 16
+    chats x 128 tokens: 1,302 engine steps against 1,063, tau 1.565 against 1.622)."""
+    return Endpoint(url).complete(ids, max_new_tokens, temperature, seed=seed if temperature else None,
+                                  ignore_eos=False), []
 
 
 def write_broken(src, dst, fault: str, target=None):
