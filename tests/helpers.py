@@ -606,3 +606,14 @@ def code_pair(**kw):
     from eagle_nb.experiment.pair import Pair
     from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
     return Pair(CODE_TARGET, CODE_DRAFTER, speculators_path=str(CODE_DRAFTER_SPECULATORS), **kw)
+
+
+def wiring_changes(a, b) -> set[str]:
+    """The Wiring fields in which `b` differs from `a` (models and the d2t table by identity)."""
+    from eagle_nb.experiment.wiring import FIELDS
+    out = set()
+    for f in FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        same = (x is y) if f in ("target", "drafter", "d2t") else x == y
+        out |= set() if same else {f}
+    return out

@@ -15,7 +15,7 @@ from eagle_nb.doctor import catalogue
 from eagle_nb.doctor.run import doctor
 from eagle_nb.experiment.faults import FAULTS
 from eagle_nb.experiment.setting import Setting
-from eagle_nb.experiment.wiring import FIELDS
+from helpers import wiring_changes
 from eagle_nb.io.paths import CODE_DRAFTER
 from eagle_nb.io.prompts import Chat, PromptError, read_prompts
 from helpers import code_pair, code_prompts
@@ -26,15 +26,6 @@ NEEDS_TEMPLATE = {"template-no-generation-prompt", "template-system-prompt"}  # 
 @pytest.fixture(scope="module")
 def pair():
     return code_pair(device="cpu")
-
-
-def _changed(a, b) -> set[str]:
-    out = set()
-    for f in FIELDS:
-        x, y = getattr(a, f), getattr(b, f)
-        same = (x is y) if f in ("target", "drafter", "d2t") else x == y
-        out |= set() if same else {f}
-    return out
 
 
 @pytest.mark.parametrize("name", C.names())
@@ -50,7 +41,7 @@ def test_each_condition_changes_only_what_it_declares(pair, name):
             pair.wiring(Setting(conditions=(name,)))
         return
     w = pair.wiring(Setting(conditions=(name,)))
-    assert _changed(healthy, w) == set(C.entry(name).fields_changed)
+    assert wiring_changes(healthy, w) == set(C.entry(name).fields_changed)
     assert any(n.startswith(f"condition {name}:") for n in w.notes)
     assert all(torch.equal(v, before[k]) for k, v in pair.target.state_dict().items())
     assert pair.wiring().target is pair.target and pair.wiring().drafter is pair.drafter

@@ -16,21 +16,12 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.results import Sweep
 from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting, grid
-from eagle_nb.experiment.wiring import FIELDS
+from helpers import wiring_changes
 
 
 @pytest.fixture(scope="module")
 def pair():
     return code_pair(device="cpu")
-
-
-def _changed(a: F.Wiring, b: F.Wiring) -> set[str]:
-    out = set()
-    for f in FIELDS:
-        x, y = getattr(a, f), getattr(b, f)
-        same = (x is y) if f in ("target", "drafter", "d2t") else x == y
-        out |= set() if same else {f}
-    return out
 
 
 @pytest.mark.parametrize("fault", [f.name for f in F.FAULTS])
@@ -46,7 +37,7 @@ def test_each_fault_changes_only_what_it_declares_and_mutates_nothing(pair, faul
         w = pair.wiring(Setting(faults=(fault,)))
     except F.NotApplicable as e:     # exercised on a pair where it applies: test_faults_that_need_...
         pytest.skip(f"{fault} does not apply to the shipped pair: {e}")
-    changed = _changed(healthy, w)
+    changed = wiring_changes(healthy, w)
     declared = {c.strip() for c in entry.changes.split(",")}
     assert changed and changed <= declared, (changed, declared)
     assert w.notes[-1] == f"{fault}: {entry.story}"
