@@ -96,6 +96,9 @@ def compare(a) -> int:
         ag = res.agreement
         if ag.get("available"):
             print(f"outputs token-identical on {ag['identical']} of {ag['prompts']} prompts")
+        if "per_step_identical" in ag:
+            print(f"accepted counts identical step by step on {ag['per_step_identical']} of "
+                  f"{len(ag['per_request_tau_engine'])} requests (the engine's per-request metrics)")
         for w in res.warnings:
             print(f"warning: {w}")
         print(res.verdict)

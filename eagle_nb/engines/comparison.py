@@ -249,8 +249,28 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "target": str(target or "shipped"), "drafter": str(drafter or "shipped"),
                "engine_kind": engine, "engine": run.url, "engine_drafter": run.drafter,
                "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s}
-    return Comparison(setting, ref, eng, delta, agreement(ref_ids, out), tol, kind, verdict, warns,
-                      notes, log)
+    agree = agreement(ref_ids, out)
+    steps = step_agreement(pair.run(list(prompts), depth=depth, max_new_tokens=max_new_tokens,
+                                    temperature=temperature, seed=seed, faults=tuple(ablations),
+                                    progress=False).stats, run.timings)
+    if steps is not None:
+        agree.update(steps)
+    return Comparison(setting, ref, eng, delta, agree, tol, kind, verdict, warns, notes, log)
+
+
+def step_agreement(ref_stats, details) -> dict | None:
+    """Per request, the engine's own per-step accepted counts (vLLM's `per_step_accepted`, at
+    `--per-request-spec-decode-metrics detailed`) against the reference loop's, step by step, and
+    each request's tau: None when the engine gave no per-request metrics."""
+    specs = [(d or {}).get("speculative_decoding") for d in (details or [])]
+    if not specs or any(sp is None or "per_step_accepted" not in sp for sp in specs):
+        return None
+    same = [list(sp["per_step_accepted"]) == list(st.accept_counts) for sp, st in zip(specs, ref_stats)]
+    return {"per_step_identical": sum(same), "per_step_first_differing": next(
+                (i for i, ok in enumerate(same) if not ok), None),
+            "per_request_tau_engine": [sp.get("mean_acceptance_length") for sp in specs],
+            "per_request_tau_reference": [1 + sum(st.accept_counts) / len(st.accept_counts)
+                                          if st.accept_counts else None for st in ref_stats]}
 
 
 def broken_copy(e, fault: str, src, target, launched: bool):

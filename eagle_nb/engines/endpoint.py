@@ -50,3 +50,24 @@ class Endpoint:
             raise EngineError(f"{self.url} answered {len(choices)} choices for {len(prompts)} prompts")
         return [None if c.get("token_ids") is None else [int(t) for t in c["token_ids"]]
                 for c in choices]
+
+    def complete_each(self, prompts: list[list[int]], max_tokens: int, temperature: float = 0.0,
+                      seed: int | None = None, ignore_eos: bool = False) -> tuple[list, list[dict | None]]:
+        """One request per prompt, all sent at once (the server batches them), as a chat service
+        sends them: (generated ids per prompt, the response's `metrics` object per prompt or None).
+        vLLM attaches per-request speculative metrics only to one-sequence requests."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(x):
+            body = {"model": self.model, "prompt": [x], "max_tokens": int(max_tokens),
+                    "temperature": float(temperature), "ignore_eos": ignore_eos, "return_token_ids": True}
+            if seed is not None:
+                body["seed"] = int(seed)
+            out = http_post_json(self.url + "/v1/completions", body)
+            c = (out.get("choices") or [{}])[0]
+            ids = None if c.get("token_ids") is None else [int(t) for t in c["token_ids"]]
+            return ids, out.get("metrics")
+
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(prompts)))) as pool:
+            got = list(pool.map(one, prompts))
+        return [g[0] for g in got], [g[1] for g in got]

@@ -67,7 +67,8 @@ class Engine:
     unavailable: Callable[[], str | None] | None = field(default=None, repr=False)
     #   why it cannot be launched here (None: it can)
     complete: Callable | None = field(default=None, repr=False)
-    #   (url, token-id prompts, max_new_tokens, temperature, seed) -> (ids per prompt, timings)
+    #   (url, token-id prompts, max_new_tokens, temperature, seed) -> (ids per prompt, per-answer
+    #   details: timings, or the per-request metrics object)
     settle: Callable | None = field(default=None, repr=False)
     #   (scrape, counters before, outputs) -> counters once this run is booked (None: one scrape)
     log_settled: Callable | None = field(default=None, repr=False)

@@ -72,7 +72,8 @@ def vllm_command(python, target, drafter, depth: int, port: int, *, dtype: str, 
     return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
             "--speculative-config", json.dumps(spec), "--host", HOST, "--port", str(port),
             "--dtype", dtype, "--enforce-eager", "--max-model-len", str(max_model_len),
-            *(["--distributed-executor-backend", "uni"] if single_process else []), *extra_args]
+            *(["--distributed-executor-backend", "uni"] if single_process else []),
+            "--per-request-spec-decode-metrics", "detailed", *extra_args]
 
 
 class VllmServer(Server):
@@ -209,12 +210,13 @@ def observe(v, summary: dict, text: str) -> dict:
 
 
 def complete(url: str, ids, max_new_tokens: int, temperature: float, seed):
-    """One batched /v1/completions request with token-id prompts (Endpoint.complete), stopping at
-    EOS as served requests do and as the reference loop does: with `ignore_eos` the engine ran on
-    past EOS and counted verify steps the reference never takes (measured on the real pair, 16
-    chats x 128 tokens: 1,302 engine steps against 1,063, tau 1.565 against 1.622)."""
-    return Endpoint(url).complete(ids, max_new_tokens, temperature, seed=seed if temperature else None,
-                                  ignore_eos=False), []
+    """One /v1/completions request per token-id prompt, sent at once (Endpoint.complete_each),
+    stopping at EOS as served requests and the reference loop do (with `ignore_eos` the engine
+    counted steps past EOS: real pair, 16 chats x 128 tokens, 1,302 steps against 1,063). Second
+    item: each response's per-request metrics (`per_step_accepted` at `detailed`), or None."""
+    out, metrics = Endpoint(url).complete_each(ids, max_new_tokens, temperature,
+                                               seed=seed if temperature else None, ignore_eos=False)
+    return out, [None if m is None else {"speculative_decoding": m.get("speculative_decoding")} for m in metrics]
 
 
 def write_broken(src, dst, fault: str, target=None):

@@ -59,6 +59,17 @@ def test_engine_matches_reference_loop_per_position(healthy):
     assert healthy.table()["engine"].notna().all()
 
 
+def test_engine_accepts_step_by_step_as_the_reference(healthy):
+    """vLLM's per-request metrics (`per_step_accepted`, detailed): each request's accepted counts
+    equal the reference loop's, step by step, on at least MIN_IDENTICAL of 16 prompts, and each
+    request's tau is the engine's own mean acceptance length."""
+    ag = healthy.agreement
+    print({k: ag[k] for k in ("per_step_identical", "per_step_first_differing")})
+    assert ag["per_step_identical"] >= MIN_IDENTICAL, ag
+    taus = [t for t in ag["per_request_tau_engine"] if t is not None]
+    assert len(taus) >= MIN_IDENTICAL and all(1.0 <= t <= K + 1 for t in taus)
+
+
 def test_engine_outputs_agree_token_for_token(healthy):
     ag = healthy.agreement
     assert ag["available"] and ag["prompts"] == 16
