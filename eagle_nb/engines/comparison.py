@@ -37,10 +37,10 @@ CONCURRENCY_WARNING = ("the engine's counters are server-wide: any other traffic
 
 def reference_run(pair, prompts, *, depth, max_new_tokens, temperature, seed, ablations=()):
     """THE adapter to `eagle_nb.experiment.pair` (its API is being redesigned): run the reference loop and
-    return (AcceptanceMetrics, generated ids per prompt, notes)."""
+    return (AcceptanceMetrics, generated ids per prompt, notes, SpecStats per prompt)."""
     res = pair.run(list(prompts), depth=depth, max_new_tokens=max_new_tokens,
                    temperature=temperature, seed=seed, faults=tuple(ablations), progress=False)
-    return res.metrics, [list(s.tokens) for s in res.stats], list(res.notes)
+    return res.metrics, [list(s.tokens) for s in res.stats], list(res.notes), res.stats
 
 
 def metrics_from_counters(c: Counters, depth: int) -> AcceptanceMetrics:
@@ -214,7 +214,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
     pair = pair or Pair(target, drafter)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
-    ref, ref_ids, notes = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens,
+    ref, ref_ids, notes, ref_stats = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens,
                                         temperature=temperature, seed=seed, ablations=ablations)
     if url is None and server is None and missing_engine == "reference-only":
         reason = unavailable_reason(engine)
@@ -250,9 +250,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "engine_kind": engine, "engine": run.url, "engine_drafter": run.drafter,
                "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s}
     agree = agreement(ref_ids, out)
-    steps = step_agreement(pair.run(list(prompts), depth=depth, max_new_tokens=max_new_tokens,
-                                    temperature=temperature, seed=seed, faults=tuple(ablations),
-                                    progress=False).stats, run.timings)
+    steps = step_agreement(ref_stats, run.timings)
     if steps is not None:
         agree.update(steps)
     return Comparison(setting, ref, eng, delta, agree, tol, kind, verdict, warns, notes, log)

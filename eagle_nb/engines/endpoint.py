@@ -40,11 +40,8 @@ class Endpoint:
         """One batched /v1/completions request with token-id prompts (so tokenization cannot
         differ); returns the generated ids per prompt in order, or None per prompt when the server
         does not return token ids (vLLM returns them for `return_token_ids`)."""
-        body = {"model": self.model, "prompt": prompts, "max_tokens": int(max_tokens),
-                "temperature": float(temperature), "ignore_eos": ignore_eos, "return_token_ids": True}
-        if seed is not None:
-            body["seed"] = int(seed)
-        out = http_post_json(self.url + "/v1/completions", body)
+        out = http_post_json(self.url + "/v1/completions",
+                             self._body(prompts, max_tokens, temperature, seed, ignore_eos))
         choices = sorted(out.get("choices", []), key=lambda c: c.get("index", 0))
         if len(choices) != len(prompts):
             raise EngineError(f"{self.url} answered {len(choices)} choices for {len(prompts)} prompts")
@@ -59,11 +56,8 @@ class Endpoint:
         from concurrent.futures import ThreadPoolExecutor
 
         def one(x):
-            body = {"model": self.model, "prompt": [x], "max_tokens": int(max_tokens),
-                    "temperature": float(temperature), "ignore_eos": ignore_eos, "return_token_ids": True}
-            if seed is not None:
-                body["seed"] = int(seed)
-            out = http_post_json(self.url + "/v1/completions", body)
+            out = http_post_json(self.url + "/v1/completions",
+                                 self._body([x], max_tokens, temperature, seed, ignore_eos))
             c = (out.get("choices") or [{}])[0]
             ids = None if c.get("token_ids") is None else [int(t) for t in c["token_ids"]]
             return ids, out.get("metrics")
@@ -71,3 +65,11 @@ class Endpoint:
         with ThreadPoolExecutor(max_workers=min(16, max(1, len(prompts)))) as pool:
             got = list(pool.map(one, prompts))
         return [g[0] for g in got], [g[1] for g in got]
+
+    def _body(self, prompts, max_tokens: int, temperature: float, seed, ignore_eos: bool) -> dict:
+        """A /v1/completions request for token-id prompts, asking for the generated ids back."""
+        body = {"model": self.model, "prompt": prompts, "max_tokens": int(max_tokens),
+                "temperature": float(temperature), "ignore_eos": ignore_eos, "return_token_ids": True}
+        if seed is not None:
+            body["seed"] = int(seed)
+        return body
