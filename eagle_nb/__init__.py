@@ -9,7 +9,7 @@ own subpackage or from one *above* it in this list, never below; `tests/test_lay
 | subpackage     | what it holds |
 |----------------|---------------|
 | `io/`          | safe reading of user files, prompts, weight files, the target's parts, paths, peak memory |
-| `model/`       | drafter/spec configs, hidden-state capture and layer conventions, the drafter, KV cache, targets |
+| `model/`       | drafter/spec configs, the fault names, hidden-state capture and layer conventions, the drafter, KV cache, targets |
 | `checkpoints/` | checkpoint formats: detect, read, load, save, convert, validate; real-shaped cases |
 | `loop/`        | chain and tree speculation, the one pass, verify rules, acceptance metrics, target states, timings |
 | `recordings/`  | a target's recorded states: write, read, trainers' files, the step-by-step replay reference |

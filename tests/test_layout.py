@@ -231,3 +231,19 @@ def test_no_engine_name_is_compared_outside_engines():
                 continue
             bad += [f"{path.relative_to(ROOT)}:{node.lineno} {h!r}" for h in hits]
     assert not bad, "\n".join(bad)
+
+
+def test_no_fault_name_is_written_outside_fault_names():
+    """A fault's name is a string in one place, model/fault_names.py: the registry
+    (experiment/faults.py) keys its entries by those constants, and every other module names a
+    fault by its constant. Anywhere else in the package no string constant (docstrings aside) equals
+    a registered fault's name, whether compared, indexed, listed, passed, keyed or returned; prose
+    names one through an f-string of the constant. The doctor's catalogues (JSON) are data."""
+    from eagle_nb.experiment import faults
+    names = {f.name for f in faults.REGISTRY}
+    home = PKG / "model" / "fault_names.py"
+    bad = [f"{p.relative_to(ROOT)}:{line} {text!r}" for p in sorted(PKG.rglob("*.py")) if p != home
+           for line, text in _path_strings(p) if text in names]
+    assert not bad, "\n".join(bad)
+    from eagle_nb.model import fault_names
+    assert set(fault_names.NAMES) == names and len(fault_names.NAMES) == len(names)

@@ -13,6 +13,8 @@ and is changed in place; `src` is only named in messages. A fault's registry ent
   request, measured here, so that variant is not a silent fault.)
 - `random_embedding`: `embed_tokens.weight` replaced by random normal values of the same scale
   (an exporter that wrote an untrained embedding; the kit's `embed-random` switch, another draw).
+`GGUF_FAULTS` names the faults gguf_write.py plants in a GGUF drafter instead (its `fault=`); they
+are listed here, where no torch is imported, so `eagle-nb convert --fault` offers them.
 Knows checkpoint files only; imports torch only when a writer runs (the fault registry names these
 writers and loads without torch).
 """
@@ -21,7 +23,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from eagle_nb.model.fault_names import D2T_ABSOLUTE, LAYER_IDS_MINUS_1, LAYER_IDS_PLUS_1
+
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+GGUF_ID_SHIFTS = {LAYER_IDS_PLUS_1: 1, LAYER_IDS_MINUS_1: -1}    # the aux ids written shifted by this
+GGUF_FAULTS = (*GGUF_ID_SHIFTS, D2T_ABSOLUTE)
 
 
 def shift_aux_ids(by: int):

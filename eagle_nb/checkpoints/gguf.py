@@ -14,6 +14,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from eagle_nb.io.files import read_json_object
+from eagle_nb.model.fault_names import (D2T_ABSOLUTE, FC_WIDTH_MISMATCH, LAYER_IDS_MINUS_1,
+                                        LAYER_IDS_PLUS_1, LM_HEAD_MISSING)
 from eagle_nb.model.layers import eagle3_layers
 
 NAME = "gguf"
@@ -92,18 +94,18 @@ def checks(path, target_cfg: dict | None) -> list[tuple]:
                  f"llama.cpp eagle3, {len(rep['tensors'])} tensors, draft vocab {rep['draft_vocab_size']}")]
     p = [x for x in rep["problems"] if x.startswith("d2t")]
     out.append(check("d2t", "fail" if p else "pass", "d2t holds absolute target ids (llama.cpp)",
-                     p[0] if p else rep["d2t_verdict"], ["d2t-absolute"],
+                     p[0] if p else rep["d2t_verdict"], [D2T_ABSOLUTE],
                      "write d2t + arange (convert_hf_to_gguf.py does), or convert with eagle-nb convert --to gguf"))
     out.append(_aux_ids(rep.get("target_layers"), (target_cfg or {}).get("num_hidden_layers")))
     shape = [x for x in rep["problems"] if x.startswith(("fc.weight", "blk.0", "eagle3.target_hidden"))]
     out.append(check("fc-width", "fail" if shape else "pass", "fc and attention widths",
-                     "; ".join(shape) or f"fc {rep['tensors'].get('fc.weight', ['?'])[0]}", ["fc-width-mismatch"]))
+                     "; ".join(shape) or f"fc {rep['tensors'].get('fc.weight', ['?'])[0]}", [FC_WIDTH_MISMATCH]))
     voc = [x for x in rep["problems"] if "tokenizer has" in x or "tokens" in x]
     out.append(check("vocab", "fail" if voc else "pass", "vocabulary shared with the target",
                      "; ".join(voc) or f"{rep['n_tokens']} tokens"))
     head = "output.weight" in rep["tensors"]
     out.append(check("lm-head", "pass" if head else "warn", "own lm_head (output.weight)",
-                     "present" if head else "absent: llama.cpp uses the target's lm_head", ["lm-head-missing"]))
+                     "present" if head else "absent: llama.cpp uses the target's lm_head", [LM_HEAD_MISSING]))
     seen = " ".join(c[3] for c in out)
     rest = [x for x in rep["problems"] if x not in seen]
     if rest:
@@ -118,9 +120,9 @@ def _aux_ids(ids, L) -> tuple:
         if isinstance(ids, list) and any(i < 0 or i > L for i in ids):
             status, ev = "fail", ev + f": outside 0..{L} (llama.cpp aborts)"
         elif ids == [i + 1 for i in default]:
-            status, faults, ev = "warn", ["layer-ids+1"], ev + f": the EAGLE default {default} + 1"
+            status, faults, ev = "warn", [LAYER_IDS_PLUS_1], ev + f": the EAGLE default {default} + 1"
         elif ids == [i - 1 for i in default]:
-            status, faults, ev = "warn", ["layer-ids-1"], ev + f": the EAGLE default {default} - 1"
+            status, faults, ev = "warn", [LAYER_IDS_MINUS_1], ev + f": the EAGLE default {default} - 1"
         elif ids != default:
             ev += f" (EAGLE default for {L} layers: {default}; fine if the drafter was trained on these)"
     return check("aux-ids", status, "target layer ids as llama.cpp reads them", ev, faults,

@@ -21,6 +21,7 @@ from eagle_nb.checkpoints.gguf_format import (
 )
 from eagle_nb.io.files import UserFileError, check_regular, show
 from eagle_nb.io.weight_files import CheckpointError
+from eagle_nb.model.fault_names import D2T_ABSOLUTE
 
 GGUF_MAGIC = b"GGUF"
 
@@ -78,7 +79,7 @@ def d2t_verdict(d2t: np.ndarray, n_vocab: int) -> tuple[str, str | None]:
         return "offsets stored as ids (wrong)", (
             f"d2t holds offsets (i + d2t[i] is a valid id table, d2t itself repeats {d.size - np.unique(d).size} "
             "ids), but llama.cpp reads it as absolute target ids: draft id i becomes target id d2t[i] "
-            "and acceptance collapses (the d2t-absolute fault); store d2t + arange, as "
+            f"and acceptance collapses (the {D2T_ABSOLUTE} fault); store d2t + arange, as "
             "convert_hf_to_gguf.py does")
     bad = np.nonzero((d < 0) | (d >= n_vocab))[0][:5].tolist()
     return "invalid", (f"d2t ids out of [0, {n_vocab}) at draft ids {bad} or repeated "

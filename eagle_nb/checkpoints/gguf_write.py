@@ -21,6 +21,7 @@ import gguf
 import numpy as np
 import torch
 
+from eagle_nb.checkpoints.broken import GGUF_FAULTS, GGUF_ID_SHIFTS
 from eagle_nb.checkpoints.gguf_format import (
     DRAFT_ARCH,
     KEY_LAYERS,
@@ -37,9 +38,8 @@ from eagle_nb.checkpoints.gguf_format import (
 from eagle_nb.checkpoints.gguf_vocab import add_tokenizer
 from eagle_nb.io.files import read_json_object, show
 from eagle_nb.io.weight_files import CheckpointError, read_weights
+from eagle_nb.model.fault_names import D2T_ABSOLUTE
 from eagle_nb.model.layers import eagle3_layers
-
-GGUF_FAULTS = ("layer-ids+1", "layer-ids-1", "d2t-absolute")
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -166,8 +166,8 @@ def write_drafter_gguf(src, out, target, *, fault: str | None = None, force: boo
         raise CheckpointError(f"{src}: fc_norm={cfg.fc_norm}, norm_output={cfg.norm_output}: "
                               "llama.cpp's eagle3 graph (src/models/eagle3.cpp) has neither")
     ids = drafter_layer_ids(cfg, target)
-    if fault in ("layer-ids+1", "layer-ids-1"):
-        ids = [i + (1 if fault.endswith("+1") else -1) for i in ids]
+    if fault in GGUF_ID_SHIFTS:
+        ids = [i + GGUF_ID_SHIFTS[fault] for i in ids]
     state = drafter.state_dict()
     d2t = state["d2t"].long().numpy()
     own_embed = bool(rep.notes.get("has_embed_tokens"))
@@ -202,8 +202,8 @@ def write_drafter_gguf(src, out, target, *, fault: str | None = None, force: boo
                 w.add_tensor(TOP[k], _np(t))
             else:
                 raise CheckpointError(f"{src}: tensor {k!r} has no llama.cpp eagle3 name")
-        if cfg.draft_vocab_size != cfg.vocab_size or d2t.any() or fault == "d2t-absolute":
-            table = d2t.astype(np.int64) if fault == "d2t-absolute" else d2t_absolute(d2t)
+        if cfg.draft_vocab_size != cfg.vocab_size or d2t.any() or fault == D2T_ABSOLUTE:
+            table = d2t.astype(np.int64) if fault == D2T_ABSOLUTE else d2t_absolute(d2t)
             w.add_tensor("d2t", table, raw_dtype=gguf.GGMLQuantizationType.I64)
         _finish(w)
     return _write_atomic(write, out, force)

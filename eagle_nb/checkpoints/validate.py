@@ -7,6 +7,7 @@ when there is one. Codes: d2t-missing, d2t-dtype, d2t-shape, d2t-absolute, d2t-i
 d2t-all-zero, t2d-missing, t2d-dtype, t2d-shape, t2d-count, t2d-disagrees (vocabulary maps);
 non-finite, shape, fc-width (tensors); target-vocab, target-hidden, embed-shape, aux-ids-range
 (against the target); keys, ignored-keys, train-serve, embed-missing (inspect.py, load.py).
+d2t-absolute is the fault's own name (`model.fault_names.D2T_ABSOLUTE`): the finding is that fault.
 Knows nothing about file formats; inspect.py feeds it a renamed state dict and a DrafterConfig.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 
 from eagle_nb.io.lazy_weights import stream
 from eagle_nb.model.config import DrafterConfig
+from eagle_nb.model.fault_names import D2T_ABSOLUTE
 
 
 PROBLEM, WARNING = "problem", "warning"
@@ -107,7 +109,7 @@ def check_d2t_t2d(d2t, t2d, cfg: DrafterConfig, rep: Report) -> None:
     strictly_inc = bool((d[1:] > d[:-1]).all())
     as_absolute_ok = strictly_inc and bool((d >= 0).all() and (d < V).all())
     if not as_offsets_ok and as_absolute_ok:
-        rep.problem("d2t-absolute", "d2t looks like absolute target ids, not offsets (strictly increasing, "
+        rep.problem(D2T_ABSOLUTE, "d2t looks like absolute target ids, not offsets (strictly increasing, "
                     f"i + d2t[i] reaches {int(mapped.max())} >= V={V}); store d2t - arange(Vd)", "d2t")
         rep.d2t_verdict = "absolute ids (wrong)"
     elif not as_offsets_ok:

@@ -21,10 +21,11 @@ def add_parser(sub):
     p.add_argument("src", help="source drafter checkpoint directory (any format)")
     p.add_argument("dst", help="directory to write the converted checkpoint to (new or empty, see "
                                "--force; a file with --to gguf)")
+    from eagle_nb.checkpoints.broken import GGUF_FAULTS
     from eagle_nb.checkpoints.registry import REGISTRY
     p.add_argument("--to", required=True, choices=[f.name for f in REGISTRY],
                    help="format to write: " + "; ".join(f"{f.name}: {f.what}" for f in REGISTRY))
-    p.add_argument("--fault", default=None, choices=["layer-ids+1", "layer-ids-1", "d2t-absolute"],
+    p.add_argument("--fault", default=None, choices=GGUF_FAULTS,
                    help="with --to gguf: write a deliberately broken drafter, to show llama.cpp a "
                         "named fault")
     p.add_argument("--target", default=None,

@@ -15,6 +15,10 @@ from pathlib import Path
 from eagle_nb.checkpoints.stats import abs_max
 from eagle_nb.checkpoints.validate import PROBLEM, WARNING
 from eagle_nb.doctor.diagnosis import Check
+from eagle_nb.model.fault_names import (ARCHITECTURE_NAME, D2T_ABSOLUTE, D2T_IDENTITY, D2T_SIDE_FILE,
+                                        DRAFT_NUM_LAYERS, FC_BYPASS, FC_WIDTH_MISMATCH, FP16_FC_OVERFLOW,
+                                        LAYERS0_KEYS_DROPPED, LM_HEAD_MISSING, NORM_BEFORE_FC_DROPPED,
+                                        NORM_BEFORE_RESIDUAL_FORCED, NORM_OUTPUT_DROPPED)
 
 FP16_MAX = 65504.0
 SIDE_FILE = re.compile(r"(d2t|t2d|vocab_map|token_map|hot_token)", re.I)
@@ -37,7 +41,7 @@ def shown(rep, checks) -> set:
     verdict shows none); the rest go to a 'checkpoint' check of their own."""
     d2t = next(c for c in checks if c.id == "d2t")
     out = set(fc_findings(rep))
-    return out if "d2t-side-file" in d2t.faults else out | set(d2t_findings(rep, PROBLEM))
+    return out if D2T_SIDE_FILE in d2t.faults else out | set(d2t_findings(rep, PROBLEM))
 
 
 def fc_findings(rep) -> list:
@@ -55,7 +59,7 @@ def check_format(rep, raw_cfg) -> Check:
     if fmt == "eagle" and "LlamaForCausalLMEagle3" not in archs:
         return ck("format", "warn", "format and key names",
                    ev + f"; architectures {archs}: SGLang loads the wrong class for this name and "
-                   "vLLM needs method 'eagle3'", ["architecture-name"],
+                   "vLLM needs method 'eagle3'", [ARCHITECTURE_NAME],
                    "set architectures to ['LlamaForCausalLMEagle3'] for SGLang (docs/faults.md)")
     if fmt == "speculators":
         ev += "; older SGLang (`midlayer.*` loader) drops these names silently (docs/formats.md)"
@@ -64,9 +68,9 @@ def check_format(rep, raw_cfg) -> Check:
 
 def check_keys(rep) -> Check:
     if rep.missing or rep.unexpected:
-        faults = ["layers0-keys-dropped"] if any(k.startswith("layers.0.") for k in rep.unexpected) else []
+        faults = [LAYERS0_KEYS_DROPPED] if any(k.startswith("layers.0.") for k in rep.unexpected) else []
         if "lm_head.weight" in rep.missing:
-            faults.append("lm-head-missing")
+            faults.append(LM_HEAD_MISSING)
         return ck("keys", "fail", "missing / unexpected keys",
                    f"missing {rep.missing}, unexpected {rep.unexpected}", faults,
                    "rename keys with `eagle-nb convert` (a strict key map); engines drop unknown names "
@@ -82,15 +86,15 @@ def check_d2t(rep, drafter_dir: Path, state) -> Check:
     warns = [f.message for f in d2t_findings(rep, WARNING)]
     if "d2t" not in state and side:
         return ck("d2t", "fail", "d2t / t2d", ev + f"; side file(s) {side} next to the weights, which "
-                   "engines never read: they fall back to the identity mapping", ["d2t-side-file"],
+                   "engines never read: they fall back to the identity mapping", [D2T_SIDE_FILE],
                    "store d2t (int64 offsets) and t2d (bool) inside the weights file (docs/faults.md)")
     if probs:
-        absolute = any(f.code == "d2t-absolute" for f in d2t_findings(rep, PROBLEM))
-        fault = "d2t-absolute" if absolute else "d2t-identity"
+        absolute = any(f.code == D2T_ABSOLUTE for f in d2t_findings(rep, PROBLEM))
+        fault = D2T_ABSOLUTE if absolute else D2T_IDENTITY
         return ck("d2t", "fail", "d2t / t2d", ev + "; " + "; ".join(probs), [fault],
                    "d2t must hold offsets: target id = i + d2t[i] (docs/formats.md)")
     if warns:
-        return ck("d2t", "warn", "d2t / t2d", ev + "; " + "; ".join(warns), ["d2t-identity"],
+        return ck("d2t", "warn", "d2t / t2d", ev + "; " + "; ".join(warns), [D2T_IDENTITY],
                    "rebuild d2t from the draft vocabulary (docs/formats.md)")
     return ck("d2t", "pass", "d2t / t2d", ev)
 
@@ -104,7 +108,7 @@ def check_fc_width(rep, state, tmeta) -> Check:
     probs = [f.message for f in fc_findings(rep)]
     if w is None or probs:
         return ck("fc-width", "fail", "fc width vs n_aux x Ht", ev + ("; " + "; ".join(probs) if probs else
-                   "; no fc.weight"), ["fc-width-mismatch"], "fc input width must be n_aux x target hidden size")
+                   "; no fc.weight"), [FC_WIDTH_MISMATCH], "fc input width must be n_aux x target hidden size")
     if cfg.target_hidden_size == cfg.hidden_size:
         ev += ("; Ht == H, so an engine that is handed one final hidden state instead of the aux "
                "states skips fc by its width check without an error (docs/drafter.md)")
@@ -116,7 +120,7 @@ def check_lm_head(rep, state) -> Check:
     w = state.get("lm_head.weight")
     if w is None:
         return ck("lm-head", "fail", "lm_head", f"absent while draft_vocab_size = {cfg.draft_vocab_size}: "
-                   "SGLang leaves the head at random init without a message", ["lm-head-missing"],
+                   "SGLang leaves the head at random init without a message", [LM_HEAD_MISSING],
                    "ship the trained lm_head (or the target head rows selected by t2d) (docs/faults.md)")
     return ck("lm-head", "pass", "lm_head", f"present {tuple(w.shape)} = (draft_vocab_size, hidden_size)")
 
@@ -130,24 +134,24 @@ def check_flags(rep, raw_cfg) -> Check:
     if n != 1:
         return ck("config-flags", "fail", "draft config", ev + ": older SGLang raises 'EAGLE3 "
                    "currently only supports 1 layer'; vLLM builds extra random layers",
-                   ["draft-num-layers"], "set num_hidden_layers to 1 (docs/faults.md)")
+                   [DRAFT_NUM_LAYERS], "set num_hidden_layers to 1 (docs/faults.md)")
     notes, faults = [], []
     if rep.format == "speculators" and "norm_before_residual" not in raw_cfg:
         notes.append("norm_before_residual absent: vLLM's speculators adapter fills True")
-        faults.append("norm-before-residual-forced")
+        faults.append(NORM_BEFORE_RESIDUAL_FORCED)
     if flags["norm_before_fc"]:
         notes.append("norm_before_fc is honoured by vLLM >= PR #38111 and speculators; SGLang only "
                      "for GPT-OSS")
-        faults.append("norm-before-fc-dropped")
+        faults.append(NORM_BEFORE_FC_DROPPED)
     if flags["norm_output"]:
         notes.append("norm_output: vLLM/speculators feed the post-norm state back; SpecForge's flag "
                      "of that name means something else (docs/drafter.md)")
-        faults.append("norm-output-dropped")
+        faults.append(NORM_OUTPUT_DROPPED)
     if raw_cfg.get("bias") is True:
         notes.append("'bias': true makes SGLang create an fc.bias no checkpoint supplies")
     if (raw_cfg.get("eagle_config") or {}).get("use_aux_hidden_state") is False:
         return ck("config-flags", "fail", "draft config", ev + "; use_aux_hidden_state false: the "
-                   "engines hand over one hidden state and build no fc", ["fc-bypass"],
+                   "engines hand over one hidden state and build no fc", [FC_BYPASS],
                    "set eagle_config.use_aux_hidden_state true")
     if notes:
         return ck("config-flags", "warn", "draft config", ev + "; " + "; ".join(notes), faults,
@@ -161,5 +165,5 @@ def check_dtype(rep, state) -> Check:
     wmax = abs_max(state)            # streamed: one chunk in memory at a time
     ev = f"weights {dtypes}, max |w| {wmax:.3g} (fp16 max {FP16_MAX:.0f})"
     if wmax > FP16_MAX:
-        return ck("dtype", "fail", "dtype ranges", ev, ["fp16-fc-overflow"], "serve in bf16 or fp32")
+        return ck("dtype", "fail", "dtype ranges", ev, [FP16_FC_OVERFLOW], "serve in bf16 or fp32")
     return ck("dtype", "pass", "dtype ranges", ev + "; activations are measured in the dynamic part")

@@ -6,13 +6,14 @@ through `target_meta` (lazily, never loaded). Knows nothing about speculation.
 """
 from __future__ import annotations
 
-
-
 from eagle_nb.checkpoints.stats import EMBED, embedding_agreement
 from eagle_nb.doctor.checks_drafter import ck
 from eagle_nb.doctor.diagnosis import Check
 from eagle_nb.doctor.target_layout import layout_check
 from eagle_nb.engines.registry import captures
+from eagle_nb.model.fault_names import (EMBED_RANDOM, EMBED_TARGET_FORCED, FC_WIDTH_MISMATCH,
+                                        LAYER_IDS_HEURISTIC, LAYER_IDS_MINUS_1, LAYER_IDS_PLUS_1,
+                                        ROPE_THETA_WRONG, VOCAB_MISMATCH)
 from eagle_nb.model.layers import eagle3_layers, from_hf
 
 
@@ -41,13 +42,13 @@ def check_aux_ids(rep, raw_cfg, tmeta) -> Check:
     bad = [i for i in trained if not 0 <= i <= L]
     if bad:
         return ck("aux-ids", "fail", "aux layer ids vs target", ev + f"; ids {bad} outside 0..{L}",
-                   ["fc-width-mismatch"], f"use ids within 0..{L} (HF convention)")
+                   [FC_WIDTH_MISMATCH], f"use ids within 0..{L} (HF convention)")
     notes, faults = [], []
     if L in trained:
         notes.append(f"id {L} is the final boundary: it must be captured pre-norm (HF's "
                      f"hidden_states[{L}] is post-norm); SGLang's before-layer capture cannot reach "
                      "it and vLLM only after PR #36063, so fc gets N-1 states and fails (docs/faults.md)")
-        faults += ["fc-width-mismatch"]
+        faults += [FC_WIDTH_MISMATCH]
     if 0 in trained:
         notes.append("id 0 (embeddings) is not capturable by SGLang (residual is None before layer 0)")
     for eng, ids in caps.items():
@@ -55,10 +56,10 @@ def check_aux_ids(rep, raw_cfg, tmeta) -> Check:
             continue
         d = [a - b for a, b in zip(ids, trained)]
         if len(set(d)) == 1 and d[0] in (1, -1):
-            faults.append("layer-ids+1" if d[0] == 1 else "layer-ids-1")
+            faults.append(LAYER_IDS_PLUS_1 if d[0] == 1 else LAYER_IDS_MINUS_1)
             notes.append(f"{eng} would capture {ids}, one boundary {'later' if d[0] == 1 else 'earlier'}")
         else:
-            faults.append("layer-ids-heuristic")
+            faults.append(LAYER_IDS_HEURISTIC)
             notes.append(f"{eng} would capture {ids} instead of {trained}")
     if notes:
         return ck("aux-ids", "warn", "aux layer ids vs target", ev + "; " + "; ".join(notes),
@@ -76,7 +77,7 @@ def check_embed(rep, state, tmeta) -> Check:
         ev = "absent: engines take the target's"
         if tmeta is not None and tmeta.get("vocab_size") not in (None, cfg.vocab_size):
             return ck("embed-tokens", "fail", "embed_tokens", ev + f", but target vocab "
-                       f"{tmeta.get('vocab_size')} != drafter vocab {cfg.vocab_size}", ["vocab-mismatch"],
+                       f"{tmeta.get('vocab_size')} != drafter vocab {cfg.vocab_size}", [VOCAB_MISMATCH],
                        "pair the drafter with the target it was trained on")
         return ck("embed-tokens", "pass", "embed_tokens", ev)
     ev = f"present {tuple(emb.shape)}"
@@ -87,7 +88,7 @@ def check_embed(rep, state, tmeta) -> Check:
         return ck("embed-tokens", "pass", "embed_tokens", ev + "; no target embedding to compare" + why)
     if tuple(temb.shape) != tuple(emb.shape):
         return ck("embed-tokens", "fail", "embed_tokens", ev + f" vs target {tuple(temb.shape)}",
-                   ["vocab-mismatch"], "pair the drafter with the target it was trained on")
+                   [VOCAB_MISMATCH], "pair the drafter with the target it was trained on")
     rel, cos = embedding_agreement(state, tstate)   # streamed by blocks of rows
     ev += f"; vs target's: relative difference {rel:.3g}, mean row cosine {cos:.3f}"
     if rel < 1e-2:
@@ -95,11 +96,11 @@ def check_embed(rep, state, tmeta) -> Check:
     if cos < 0.2:
         return ck("embed-tokens", "warn", "embed_tokens", ev + ": unrelated to the target's "
                    "(random or another model's); vLLM uses it, SGLang replaces it with the target's",
-                   ["embed-random"], "drop embed_tokens from the checkpoint if it was not trained "
+                   [EMBED_RANDOM], "drop embed_tokens from the checkpoint if it was not trained "
                    "(TorchSpec #38), so every engine takes the target's")
     return ck("embed-tokens", "warn", "embed_tokens", ev + ": the drafter's own (fine-tuned?) "
                "embedding; engines that force the target's would change acceptance",
-               ["embed-target-forced"], "serve with an engine that keeps a loaded draft embedding "
+               [EMBED_TARGET_FORCED], "serve with an engine that keeps a loaded draft embedding "
                "(vLLM >= PR #28549)")
 
 
@@ -116,7 +117,7 @@ def check_rope(rep, tmeta) -> Check:
     if t_theta != cfg.rope_theta or t_type != d_type:
         return ck("rope", "warn", "RoPE vs target", ev + ": engines use the draft config's values; "
                    "right only if the drafter was trained with them (EAGLE's Llama-3.1 drafts use "
-                   "10000 against the target's 500000)", ["rope-theta-wrong"],
+                   "10000 against the target's 500000)", [ROPE_THETA_WRONG],
                    "keep the RoPE values the drafter was trained with in its config")
     return ck("rope", "pass", "RoPE vs target", ev)
 
@@ -131,6 +132,6 @@ def check_vocab(rep, tmeta) -> Check:
     tv = tmeta.get("vocab_size") if tmeta else None
     ev = f"drafter vocab {cfg.vocab_size}, draft vocab {cfg.draft_vocab_size}, target vocab {tv}"
     if tv is not None and tv != cfg.vocab_size:
-        return ck("vocab", "fail", "vocabulary", ev, ["vocab-mismatch"],
+        return ck("vocab", "fail", "vocabulary", ev, [VOCAB_MISMATCH],
                    "pair the drafter with the target (and tokenizer) it was trained on")
     return ck("vocab", "pass" if tv is not None else "skip", "vocabulary", ev)

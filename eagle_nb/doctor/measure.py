@@ -22,6 +22,7 @@ from eagle_nb.doctor.checks_drafter import FP16_MAX
 from eagle_nb.doctor.diagnosis import Check, Probe
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.faults import HEALTHY
+from eagle_nb.model.fault_names import FP16_FC_OVERFLOW
 
 PROBE_Z, PROBE_MIN_GAIN = 3.0, 0.1     # "clearly higher": paired gain > 3 SE and > 0.1
 
@@ -122,11 +123,11 @@ def fc_range_check(pair, prompts) -> Check:
     ev = (f"max |fc input| {xin:.3g}, max |fc output| {xout:.3g} over {len(prompts)} prompts; fp16 "
           f"max {FP16_MAX:.0f} (headroom x{FP16_MAX / max(xin, xout, 1e-9):.0f})")
     if max(xin, xout) > FP16_MAX:
-        return Check("dtype-range", "fail", "half-precision range in fc", ev, ["fp16-fc-overflow"],
+        return Check("dtype-range", "fail", "half-precision range in fc", ev, [FP16_FC_OVERFLOW],
                      "serve the drafter in bf16 or fp32")
     if max(xin, xout) > FP16_MAX / 8:
         return Check("dtype-range", "warn", "half-precision range in fc", ev + ": under 8x headroom",
-                     ["fp16-fc-overflow"], "serve the drafter in bf16 or fp32")
+                     [FP16_FC_OVERFLOW], "serve the drafter in bf16 or fp32")
     return Check("dtype-range", "pass", "half-precision range in fc", ev)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from eagle_nb.doctor.diagnosis import Check
 from eagle_nb.engines.registry import target_needs
 from eagle_nb.model.architectures import layers_from_keys, layers_on_meta, lookup, serving_notes
+from eagle_nb.model.fault_names import WRAPPER_CAPTURE
 
 TITLE = "target decoder layout"
 TEXT_PATHS = ("model.layers", "layers")
@@ -51,7 +52,7 @@ def layout_check(tmeta) -> Check:
                      "model; capture code that looks for `model.layers` finds nothing and hands over "
                      "the final hidden state unless the engine's class for this architecture passes "
                      "the language model's aux states on. " + "; ".join(serving_notes(arch, target_needs())),
-                     ["wrapper-capture"], "serve with an engine release whose class for this "
+                     [WRAPPER_CAPTURE], "serve with an engine release whose class for this "
                      "architecture passes the aux states (see the evidence); on the serving side the "
                      "drafter's input must be n_aux x Ht wide, not Ht (docs/faults.md)")
     if where is None:

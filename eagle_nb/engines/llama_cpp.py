@@ -258,7 +258,7 @@ def write_broken(src, dst, fault: str, target=None) -> Path:
 
 
 def broken_faults() -> tuple[str, ...]:
-    from eagle_nb.checkpoints.gguf_write import GGUF_FAULTS
+    from eagle_nb.checkpoints.broken import GGUF_FAULTS
     return GGUF_FAULTS
 
 

@@ -19,12 +19,13 @@ from dataclasses import replace
 
 from eagle_nb.experiment.wiring import Builds, NeedsTarget, NotApplicable, Wiring
 from eagle_nb.model.config import FC_ENGINE_WIDTH_CHECK, FEATURES_FINAL
+from eagle_nb.model.fault_names import EMBED_RANDOM, EMBED_TARGET_FORCED, LAYERS0_KEYS_DROPPED, WRAPPER_CAPTURE
 
 
 # -- switchable faults: loader and target side ------------------------------------------------------
 def engine_drafter(w: Wiring, b: Builds) -> Wiring:
     if b.speculators_path is None:
-        raise ValueError("layers0-keys-dropped needs a speculators-format checkpoint path")
+        raise ValueError(f"{LAYERS0_KEYS_DROPPED} needs a speculators-format checkpoint path")
 
     def build():
         from eagle_nb.checkpoints.load import load_drafter_engine_style
@@ -58,7 +59,7 @@ def wrapper(w: Wiring, b: Builds) -> Wiring:
     from eagle_nb.model.decoder import engine_style_layers
     from eagle_nb.model.targets import make_wrapper
     if not isinstance(b.target, nn.Module):
-        raise NeedsTarget("wrapper-capture rebuilds the target inside a multimodal wrapper: it needs "
+        raise NeedsTarget(f"{WRAPPER_CAPTURE} rebuilds the target inside a multimodal wrapper: it needs "
                           "the loaded target, not a recording")
     wrapped = b.get("wrapper", lambda: make_wrapper(b.target))
     w = w.but(target=wrapped)
@@ -111,7 +112,7 @@ def embed_random(w: Wiring, b: Builds) -> Wiring:
         emb = nn.Embedding(*e.shape).to(e.device, e.dtype)
         nn.init.normal_(emb.weight, std=std)            # same scale, no relation to the target
         return d.variant(embed_tokens=emb)
-    return w.but(drafter=b.get(("embed-random", id(d)), lambda: seeded(build)))
+    return w.but(drafter=b.get((EMBED_RANDOM, id(d)), lambda: seeded(build)))
 
 
 def embed_target(w: Wiring, b: Builds) -> Wiring:
@@ -122,7 +123,7 @@ def embed_target(w: Wiring, b: Builds) -> Wiring:
     d = w.drafter
     t = target_embedding(b.target)[1].get(EMBED)   # a loaded model's, or read lazily from its directory
     if t is None:
-        raise NeedsTarget("embed-target-forced needs the target's embedding: give the target's directory")
+        raise NeedsTarget(f"{EMBED_TARGET_FORCED} needs the target's embedding: give the target's directory")
     t = t.detach().to(d.embed_tokens.weight.device, d.embed_tokens.weight.dtype)
     own = d.embed_tokens.weight
     if t.shape == own.shape and torch.allclose(t, own, rtol=1e-2, atol=1e-3):

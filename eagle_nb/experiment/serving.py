@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from eagle_nb.experiment.fault_entry import Facts, Serving
 from eagle_nb.model.architectures import serving_notes
+from eagle_nb.model.fault_names import EMBED_RANDOM
 
 
 def aux_story(f: Facts) -> str:
@@ -64,11 +65,11 @@ EMBED_NOT_SHARED = Serving(
     lambda f: "the drafter ships no embed_tokens, so the engine must hand it the target's; an engine "
               "whose target class does not (or hands another table) leaves the drafter embedding "
               "with a table it was not trained with",
-    embed_check, signature_of="embed-random")
+    embed_check, signature_of=EMBED_RANDOM)
 EMBED_FORCED = Serving(
     5, "the engine replaces the drafter's own embedding with the target's", lambda f: f.has_embed,
     lambda f: "the engine replaces the drafter's own trained embed_tokens with the target's",
-    embed_check, signature_of="embed-random")
+    embed_check, signature_of=EMBED_RANDOM)
 D2T_IDENTITY = Serving(
     6, "the engine ignores d2t", lambda f: f.Vd < f.V,
     lambda f: "the engine ignores d2t and takes draft id i as target id i",

@@ -10,6 +10,7 @@ import math
 import numbers
 from dataclasses import asdict, dataclass, field
 
+from eagle_nb.model.fault_names import FC_BYPASS
 
 # How the drafter treats its input (drafter.py `fuse`) and what the target hands over (loop/chain.py):
 # plain names, here so that the fault registry can name them without importing torch.
@@ -254,6 +255,6 @@ class SpecConfig:
                                             "softmax(-logits))")
         check_int("seed (--seed)", self.seed, 0)
         if isinstance(self.ablations, str) or not all(isinstance(a, str) for a in self.ablations):
-            raise ConfigError(f"ablations must be a list of names such as ['fc-bypass'], "
+            raise ConfigError(f"ablations must be a list of names such as [{FC_BYPASS!r}], "
                               f"{_got(self.ablations)}")
         self.ablations = tuple(self.ablations)

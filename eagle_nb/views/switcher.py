@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.experiment.setting import CHAIN
+from eagle_nb.model.fault_names import FC_BYPASS
 from eagle_nb.views import plots
 
 
@@ -189,7 +190,7 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
     s0 = runs[0].setting
     sw = StaticSwitcher("Precomputed ablations (switch in the page; no kernel needed)",
                         {"fault": labels, "depth": depths}, states,
-                        default=default or ("fc-bypass" if "fc-bypass" in labels else labels[0],
+                        default=default or (FC_BYPASS if FC_BYPASS in labels else labels[0],
                                             depths[len(depths) // 2]),
                         note=f"{len(runs[0].prompts)} prompts, {s0.max_new_tokens} new tokens each, "
                              f"temperature {T:g}, seed {s0.seed}.")

@@ -27,6 +27,7 @@ import time
 from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.results import Sweep
 from eagle_nb.experiment.setting import Setting
+from eagle_nb.model.fault_names import FC_BYPASS
 from eagle_nb.views import plots
 
 HEALTHY = F.HEALTHY
@@ -233,7 +234,7 @@ class DepthPanel(_Panel):
                  faults=None, temperature: float = 0.0, depth: int = 4, background: bool | None = None):
         import ipywidgets as w
         if faults is None:      # the registry's `toggle`s, fc-bypass first
-            faults = ("fc-bypass",) + tuple(f for f in F.TOGGLES if f != "fc-bypass")
+            faults = (FC_BYPASS,) + tuple(f for f in F.TOGGLES if f != FC_BYPASS)
         self.pair, self.prompts, self.depths = pair, list(prompts), list(depths)
         self.max_new_tokens, self.seed = max_new_tokens, seed
         self.controls = {
