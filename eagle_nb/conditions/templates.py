@@ -13,6 +13,11 @@ markers around the user's text, for a drafter trained on raw text and served tem
 `chat-template-mismatch` condition); it needs no template in the tokenizer and is tokenised as
 text, as a completions endpoint would.
 
+Requests that arrive as raw text already rendered: `parse_chatml` reads a whole ChatML rendering
+back into its `Chat` (and whether it ends with the generation prefix), and `template_kind` says
+whether a tokenizer's template is ChatML, another, or none (the doctor's workload,
+workload_summary.py).
+
 NOTE: some templates insert a default system prompt when a chat has none (SmolLM2's does), so
 `system-removed` on such a template still shows the model a system turn: the template's default.
 A mode that needs a template refuses a tokenizer without one (`limits.ChatTemplateError`).
@@ -20,12 +25,16 @@ Knows tokenizers and `io.prompts.Chat`; nothing about drafters.
 """
 from __future__ import annotations
 
-from eagle_nb.io.prompts import Chat
+import re
+
+from eagle_nb.io.prompts import ROLES, Chat
 from eagle_nb.model.limits import render_chat
 
 DEFAULT_SYSTEM = "You are a helpful assistant."      # what `system-added` adds by default
 # ChatML (the format of SmolLM2's, Qwen's and many other templates), user turn and assistant prefix
 CHATML = "<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+CHATML_START, CHATML_PREFIX = "<|im_start|>", "<|im_start|>assistant\n"   # a turn; the generation prefix
+CHATML_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n?", re.S)
 
 
 def as_chat(prompt) -> Chat:
@@ -117,3 +126,33 @@ def encode_mode(tokenizer, prompt, mode: str, **kw):
     if ids.shape[-1] == 0:
         raise ValueError(f"{text[:40]!r} ({mode}) encodes to 0 tokens with this tokenizer")
     return ids
+
+
+# -- requests that arrive as text already rendered --------------------------------------------------
+def parse_chatml(text: str) -> tuple[Chat | None, bool]:
+    """(the Chat, whether it ends with the assistant's generation prefix) of raw text that is a
+    whole ChatML rendering: turns `<|im_start|>role\\ncontent<|im_end|>` and nothing else but
+    surrounding whitespace and, at the end, the prefix. (None, False) for text that is not (one
+    stray marker, a role outside `io.prompts.ROLES`, a last turn not the user's)."""
+    body = text.strip()
+    prefix = body.endswith(CHATML_PREFIX.strip())
+    if prefix:
+        body = body[:-len(CHATML_PREFIX.strip())].rstrip()
+    turns, end = [], 0
+    for m in CHATML_TURN.finditer(body):
+        if m.start() != end or m.group(1) not in ROLES or not m.group(2):
+            return None, False
+        turns.append((m.group(1), m.group(2)))
+        end = m.end()
+    if not turns or body[end:].strip() or turns[-1][0] != "user":
+        return None, False
+    return Chat(tuple(turns)), prefix
+
+
+def template_kind(tokenizer) -> str:
+    """What the tokenizer's chat template is: 'chatml' (it renders a user turn as ChatML does),
+    'other', or 'none' (no template: a base or code model)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return "none"
+    probe = render_chat(tokenizer, Chat.user("probe"))
+    return "chatml" if "<|im_start|>user\nprobe<|im_end|>" in probe else "other"
