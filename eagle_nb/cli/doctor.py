@@ -17,16 +17,22 @@ def add_parser(sub):
         examples="""\
             eagle-nb doctor --drafter data/drafter_eagle --static-only
             eagle-nb doctor --drafter /models/EAGLE3-drafter --target /models/target --observed vllm.log
+            eagle-nb doctor --drafter D --target T --prompts my_requests.jsonl --observed-tau 1.9
             eagle-nb doctor --drafter data/drafter_eagle --observed-tau 1.3 --depth 4 --json""")
     p.add_argument("--drafter", required=True, help="EAGLE-3 drafter checkpoint directory, any format")
     options.target(p)
     p.add_argument("--depth", type=int, default=None,
                    help="draft depth k (default: the one the engine's log or metrics show, else 4)")
-    p.add_argument("--prompts", default=None,
-                   help="JSON lines file with a 'prompt' field per line (default: the shipped "
-                        "evaluation prompts)")
-    p.add_argument("--n-prompts", type=int, default=None, help="measure on the first N prompts "
-                   "(default: all at T=0, measured by the one pass; 8 at T > 0, the live loop)")
+    p.add_argument("--prompts", default=None, metavar="FILE",
+                   help="your requests, as sent: JSON lines, each a 'prompt' (raw text) or "
+                        "'messages' (a chat), optionally 'language' / 'category'. Read as a "
+                        "workload: template use, context lengths against both limits, coverage per "
+                        "language and loop share are reported, and the conditions the requests "
+                        "point at (a template A/B, context-past-training) are measured beside the "
+                        "faults (default: the shipped evaluation prompts, no workload)")
+    p.add_argument("--n-prompts", type=int, default=None, help="measure N prompts; from a --prompts "
+                   "file of more requests, a seeded sample of N (default: all at T=0, measured by the "
+                   "one pass; 8 at T > 0, the live loop; at most 64 of a --prompts file)")
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help="new tokens generated per prompt (default: 64 at T=0, 32 at T > 0)")
     options.temperature(p)

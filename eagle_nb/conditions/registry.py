@@ -5,8 +5,9 @@ switched on deliberately like a fault (`Setting(conditions=(name,))`, `eagle-nb 
 from here: story, public reference and fix; how the pair is run under it (`apply`, from
 condition_fns.py) and the wiring fields that changes; the function that measures it; the doctor's
 signature; the check a user runs on their own pair. The CLI lists the names from here, the doctor
-measures and ranks the entries it is asked for (doctor/measure.py, doctor/hypotheses.py), and the
-catalogue has a row per entry (doctor/catalogue.py). Conditions are applied after the faults, in
+measures and ranks the entries it is asked for or a prompt file points at (doctor/measure.py,
+doctor/workload.py, doctor/hypotheses.py), and the catalogue has a row per entry
+(doctor/catalogue.py). Conditions are applied after the faults, in
 registry order; no module is mutated.
 
 How to add one: a transformation in condition_fns.py, one `Condition(...)` row of `REGISTRY`, a

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from eagle_nb.experiment import faults as F
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 STATUSES = ("pass", "warn", "fail", "skip")
 
 # field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
@@ -74,6 +74,14 @@ SCHEMA = {
                    "or null",
     "inputs": "{'target', 'drafter', 'depth', 'prompts', 'max_new_tokens', 'temperature'}",
     "notes": "list of strings: what was skipped and why",
+    "workload": "null, or with a prompt file given (version 5) the user's requests as sent "
+                "(conditions/workload_summary.py `Workload`): 'source', 'requests', 'sampled', "
+                "'measured', 'template' (the target tokenizer's: chatml | other | none | unknown), "
+                "'forms' (chat, raw, rendered, rendered-no-generation-prompt, rendered-unparsed: "
+                "counts), 'system_turns', 'conditions' ({name: why it was measured}), 'new_tokens', "
+                "'depth', 'lengths', 'target_limit', 'drafter_limit', 'context' (check_context), "
+                "'past_target' ([request number, tokens]: not measured), 'warnings', 'coverage' "
+                "(Coverage, per language), 'loops' (LoopReport), 'lines' (the report in words)",
 }
 
 
@@ -143,6 +151,7 @@ class Diagnosis:
     observation: dict | None = None
     inputs: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    workload: dict | None = None
 
     @property
     def healthy(self) -> bool:
@@ -171,6 +180,8 @@ class Diagnosis:
             lines.append(f"  also consistent with: {', '.join(v.also_consistent)}")
         plan = [n.removeprefix("plan: ") for n in self.notes if n.startswith("plan: ")]
         lines += ["", "PLAN", *[f"  {n}" for n in plan]] if plan else []
+        if self.workload:
+            lines += ["", "WORKLOAD", *[f"  {n}" for n in self.workload["lines"]]]
         lines.append("")
         lines.append("CHECKS")
         for c in self.checks:

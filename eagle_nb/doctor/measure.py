@@ -3,7 +3,9 @@ reference loop measures τ and per-position acceptance of the pair as written an
 catalogue fault that applies (the fault registry), on the user's prompts; the fc activation range
 in half precision; the registry's probes (a fault switched on the other way round: neighbouring
 layer-id conventions, the target's embedding; one that clearly *raises* τ is a finding); and, when
-training's accuracy was given, whether the files reproduce it (training.py).
+training's accuracy was given, whether the files reproduce it (training.py). With a workload
+(workload.py), the pair runs on its requests' healthy forms and under the conditions it chose, and
+the healthy run gives the workload's coverage and loop share.
 
 `measure_profiles` is the one loop behind these predictions and the catalogue's table
 (catalogue.py): for 'healthy' and every name, at each temperature, `Pair.run` (cached per
@@ -50,8 +52,20 @@ def measure(st) -> None:
     st.notes += [f"{'condition' if n in C.BY_NAME else 'fault'} {n} not measured: {why}"
                  for n, why in skipped.items()]
     st.probes = probes(st.profiles, pair)
+    if st.workload is not None and HEALTHY in st.profiles and not st.recorded:
+        workload_run(st, pair, plist)
     if st.train is not None:
         st.checks.append(training.train_accuracy(pair, plist, st.train, st.k, st.max_new_tokens, st.checks))
+
+
+def workload_run(st, pair, plist) -> None:
+    """The workload's coverage and loop share, from the healthy run just measured (the pair's run
+    cache returns it)."""
+    from eagle_nb.conditions.workload import drafter_mask
+    from eagle_nb.experiment.setting import Setting
+    res = pair.run(plist, Setting(depth=st.k, temperature=st.temperature, max_new_tokens=st.max_new_tokens),
+                   progress=False)
+    st.workload.add_run(res.stats, drafter_mask(pair.drafter), st.workload_keep, pair.decode)
 
 
 def open_pair(st):

@@ -1,5 +1,5 @@
 """The doctor's one small state: what was asked, then what each phase of the corridor (run.py)
-adds to it, in order: observe -> static -> measure (or signatures) -> rank -> verdict.
+adds to it, in order: observe -> static -> workload -> measure (or signatures) -> rank -> verdict.
 
 A phase reads the fields of the phases before it and fills its own; nothing else is passed
 between phases. `WORKLOAD` says what the doctor measures on by default. Knows no phase.
@@ -58,6 +58,9 @@ class State:
     state: dict = field(default_factory=dict)   # its renamed tensors (streamed)
     unreadable: str | None = None       # why the drafter cannot be read at all
     measurable: bool = True             # the format can run in the reference loop
+    # -- workload (a prompt file given): the user's requests, as sent -----------------------------------
+    workload: object = None             # conditions.workload_summary.Workload, or None
+    workload_keep: list = field(default_factory=list)   # its sampled requests that are measured
     # -- measure (the target or a recording runs) or signatures (it cannot) -------------------------
     profiles: dict = field(default_factory=dict)   # name -> ranking.Profile, or the signature's prediction
     probes: list = field(default_factory=list)

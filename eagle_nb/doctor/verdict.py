@@ -23,7 +23,7 @@ def verdict(st) -> Diagnosis:
     """The diagnosis: the verdict first, then every check, hypothesis and probe, as data."""
     obs = st.obs
     return Diagnosis(decide(st), st.checks, st.hypotheses, st.probes, obs.as_dict() if obs else None,
-                     st.inputs, st.notes)
+                     st.inputs, st.notes, st.workload.as_dict() if st.workload is not None else None)
 
 
 def decide(st) -> Verdict:

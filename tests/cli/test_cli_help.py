@@ -87,14 +87,16 @@ def test_every_command_and_option_is_documented():
 def test_doctor_help_says_drafter_is_required_and_shows_depth_default(capsys):
     """`doctor --help`: --drafter is required (not in brackets in the usage) and claims no default;
     --depth says what it defaults to; defaults that exist are shown (--n-prompts: all shipped
-    prompts at T=0, by the one pass; 8 at T > 0)."""
+    prompts at T=0, by the one pass; 8 at T > 0; a sample of 64 from a larger workload)."""
     text = _help(capsys, "doctor")
     usage = " ".join(text.split("\n\n")[0].split())
     assert " --drafter DRAFTER " in usage and "[--drafter" not in usage
     assert "default" not in _option_help(text, "--drafter")
     assert "(default: the one the engine's log or metrics show, else 4)" in _option_help(text, "--depth")
+    from eagle_nb.conditions.workload_summary import SAMPLE      # the help's number is the sample's
     assert _option_help(text, "--n-prompts").endswith("(default: all at T=0, measured by the one "
-                                                      "pass; 8 at T > 0, the live loop)")
+                                                      "pass; 8 at T > 0, the live loop; at most "
+                                                      f"{SAMPLE} of a --prompts file)")
     assert _option_help(text, "--static-only") == "skip the reference-loop measurements"
 
 

@@ -18,8 +18,8 @@ from eagle_nb.doctor.run import doctor
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 from helpers import plant
 
-PHASES = ["doctor.run", "doctor.state", "doctor.observe", "doctor.static_checks", "doctor.measure",
-          "doctor.signatures", "doctor.hypotheses", "doctor.verdict", "doctor.diagnosis"]
+PHASES = ["doctor.run", "doctor.state", "doctor.observe", "doctor.static_checks", "doctor.workload",
+          "doctor.measure", "doctor.signatures", "doctor.hypotheses", "doctor.verdict", "doctor.diagnosis"]
 CORRIDOR = {"eagle_nb.cli.doctor", "eagle_nb.doctor.run"}
 
 
