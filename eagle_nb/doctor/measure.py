@@ -44,8 +44,10 @@ def measure(st) -> None:
         plist = list(st.prompts)[:st.n_prompts]
     st.inputs["prompts"] = len(plist)
     st.checks.append(fc_range_check(pair, plist))
+    # each condition is measured in a setting of its own, so any mix may be asked (two templates too)
+    conditions = sorted((C.entry(n).name for n in dict.fromkeys(st.conditions)), key=C.ORDER.__getitem__)
     st.profiles, skipped = measure_faults(pair, plist, st.k, st.max_new_tokens, st.temperature,
-                                          st.faults, st.progress, C.check(st.conditions))
+                                          st.faults, st.progress, conditions)
     how = "one pass (exact greedy chain acceptance)" if st.temperature == 0 else "the live loop"
     how += f" on the recording {st.features}" if st.recorded else ""
     st.notes.append(f"faults measured by {how} on {len(plist)} prompts x {st.max_new_tokens} tokens")

@@ -42,7 +42,8 @@ def sent_as_chatml(tmp_path_factory):
 
 def test_a_template_ab_costs_two_one_pass_runs(pair, sent_as_chatml):
     """With no fault asked for, the workload's template A/B is the healthy run on the user's text
-    and the run as sent: two computed runs, no more (the coverage and loop share reuse the first)."""
+    and the run as sent: two computed runs, no more (the coverage and loop share reuse the first).
+    Another template condition asked for is measured beside it, not refused as a combination."""
     computed = []
     real = pair._run
     pair._cache.clear()
@@ -53,6 +54,9 @@ def test_a_template_ab_costs_two_one_pass_runs(pair, sent_as_chatml):
         del pair._run
     assert sorted(computed) == sorted(["healthy", PLANTED]), computed
     assert list(d.workload["conditions"]) == [PLANTED] and d.workload["coverage"]["tokens"] > 0
+    # a template condition asked for beside the workload's: each is measured in its own setting
+    d = doctor(CODE_DRAFTER, pair=pair, prompts=sent_as_chatml, faults=(), conditions=("template-raw",), **KW)
+    assert {h.fault for h in d.hypotheses} >= {"healthy", "template-raw", PLANTED}
 
 
 def test_a_planted_condition_is_named_and_the_healthy_pair_stays_healthy(pair, sent_as_chatml):
