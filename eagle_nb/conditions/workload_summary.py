@@ -22,6 +22,7 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 
+from eagle_nb.conditions.condition_fns import CONTEXT_SHARE
 from eagle_nb.conditions.context_limits import check_context, context_fields
 from eagle_nb.conditions.templates import CHATML_START, parse_chatml
 from eagle_nb.io.prompts import Chat
@@ -29,6 +30,7 @@ from eagle_nb.io.prompts import Chat
 SAMPLE = 64             # requests measured from a larger workload unless told (doctor --n-prompts)
 SEED = 0                # the sample's seed: the same file gives the same sample
 FORMS = ("chat", "raw", "rendered", "rendered-no-generation-prompt", "rendered-unparsed")
+AS_CHATS = ("chat", "rendered", "rendered-no-generation-prompt")   # forms that are (or parse to) a Chat
 # the target tokenizer's template (templates.template_kind); 'unknown': its tokenizer was not read
 TEMPLATES = ("chatml", "other", "none", "unknown")
 
@@ -168,9 +170,8 @@ def summarize(prompts, template: str, *, requests: int, source: str, numbers=Non
     count = Counter(forms)
     w = Workload(source, requests, len(prompts), template, {f: count[f] for f in FORMS}, 0, {}, new_tokens,
                  depth=depth, labels=list(labels or []))
-    w.system_turns = sum(any(r == "system" for r, _ in h.messages)
-                         for p, f in zip(prompts, forms) if f != "raw" and f != "rendered-unparsed"
-                         for h in [p if isinstance(p, Chat) else parse_chatml(p)[0]])
+    chats = [p if f == "chat" else parse_chatml(p)[0] for p, f in zip(prompts, forms) if f in AS_CHATS]
+    w.system_turns = sum(any(role == "system" for role, _ in c.messages) for c in chats)
     if count["chat"] and len(prompts) > count["chat"]:
         msg = (f"mixed workload: {count['chat']} chat and {len(prompts) - count['chat']} raw requests; a "
                "workload goes through one endpoint (chat or completions): each is measured in its own form")
@@ -211,7 +212,7 @@ def context(w: Workload, lengths: list, numbers: list, depth: int, target_cfg, d
     if over:
         w.conditions[CONTEXT] = (f"{over} of {len(keep)} measured requests need more than the drafter's "
                                  f"{w.drafter_limit} positions: the pair measured with prompts filling "
-                                 "3/4 of the target's context (context-past-training)")
+                                 f"{CONTEXT_SHARE:.0%} of the target's context (context-past-training)")
     if not keep:
         raise ValueError(f"none of the {len(lengths)} sampled requests fits the target's context "
                          f"({lim} positions with {w.new_tokens} new tokens): shorten them or lower "
