@@ -7,7 +7,8 @@ drafter (its rows re-indexed into the new vocabulary). Every phase resumes from 
 also written compactly under `data/drafter_data/` (committed): a request from a packaged corpus
 as its pinned name and record index, a written one as its text, an answer as its token ids.
 
-`python -m eagle_nb.train drafter-scale --answered N` trains on the first N answered requests.
+`python -m eagle_nb.train drafter-scale --answered N` trains on the first N answered requests;
+`--first M` on requests M to N only (a warm start trained on the first M goes on with new ones).
 Knows the recipe's phases; the loss, the fit loop and the features are drafter_chat.py's and
 chat_data.py's.
 """
@@ -41,6 +42,7 @@ class ScaleConfig:
     seed: int = 0
     requests: int = 30000          # the stream's length (answered in order)
     answered: int = 6144           # train on the first `answered` requests
+    first: int = 0                 # ... from request `first` on (a warm start's next, unseen requests)
     heldout_every: int = 25
     max_new_tokens: int = 128
     sampled_every: int = 6
@@ -218,8 +220,8 @@ def train_scaled(c: ScaleConfig) -> dict:
     times["answers_s"] = round(time.time() - t0, 1)
     t1 = time.time()
     with precision.autocast(dtype):
-        shards = chat_data.features_phase(work, target, chat_data.sequences(reqs[:c.answered], answers),
-                                          layer_ids)
+        shards = chat_data.features_phase(work, target, chat_data.sequences(reqs[c.first:c.answered],
+                                                                            answers[c.first:]), layer_ids)
     times["features_s"] = round(time.time() - t1, 1)
     seqs = chat_data.load_shards(shards)
     held = [q for q in seqs if q["id"] % c.heldout_every == 0]
