@@ -204,6 +204,9 @@ def warm_drafter(c: ScaleConfig, target, d2t, t2d):
 def train_scaled(c: ScaleConfig) -> dict:
     from eagle_nb.checkpoints.save import save_drafter
     from eagle_nb.model.targets import load_target
+    if not 0 <= c.first < c.answered:
+        raise ValueError(f"--first {c.first} --answered {c.answered}: trains on requests first..answered-1, "
+                         f"so first must be at least 0 and below answered")
     torch.manual_seed(c.seed)
     torch.set_num_threads(c.threads)
     t0, work, out = time.time(), Path(c.work), Path(c.out)

@@ -9,7 +9,7 @@ import torch
 
 from eagle_nb.engines import vllm_batch
 from eagle_nb.io.paths import REAL
-from eagle_nb.train import corpora, precision
+from eagle_nb.train import corpora, drafter_scale, precision
 from eagle_nb.train import chat_data
 from eagle_nb.train.drafter_scale import read_committed, restore_committed, warm_vocab_rows, write_committed
 from eagle_nb.train.request_mix import LANGS, mixed_requests, request_text
@@ -152,3 +152,8 @@ def test_warm_start_moves_rows_to_the_same_target_ids():
     assert out[1].tolist() == [101.0] * 3                             # target id 3: old row 1
     assert out[2].tolist() == [103.0] * 3                             # target id 7: old row 3
     assert out[0].tolist() == out[3].tolist() == out[4].tolist() == [0.0] * 3
+
+
+def test_a_range_without_requests_is_refused():
+    with pytest.raises(ValueError, match="--first 100 --answered 100"):
+        drafter_scale.train_scaled(drafter_scale.ScaleConfig(first=100, answered=100))
