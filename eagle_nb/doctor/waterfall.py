@@ -151,17 +151,25 @@ def from_state(st) -> Waterfall | None:
 def serving_gaps(st, served) -> dict:
     """{serving step: why it is not in the waterfall} for the families a served step could be."""
     wl, has = st.workload, {C.entry(names[-1]).family for names, _, _ in served}
-    out = {}
-    if wl is None:
-        for step in (TEMPLATE_STEP, CONTEXT_STEP):
+    out, ran = {}, HEALTHY in st.profiles and not st.distances
+    wanted = {C.entry(n).family for n in wl.served()} if wl is not None else set()
+    for family, step in ((C.TEMPLATE, TEMPLATE_STEP), (C.CONTEXT, CONTEXT_STEP)):
+        if family in has:
+            continue
+        if wl is None:
             out[step] = "no prompt file (--prompts FILE): how your requests are sent is not known"
-    else:
-        if C.TEMPLATE not in has:
-            out[TEMPLATE_STEP] = ("your requests are sent in the form the drafter was trained on: no step"
-                                  if wl.template != "unknown" else "the target's tokenizer was not read")
-        if C.CONTEXT not in has:
-            out[CONTEXT_STEP] = ("every measured request fits the drafter's positions: no step" if wl.lengths
-                                 else "the requests' lengths are not known")
+        elif st.recorded:
+            out[step] = "a recording holds one served run: the workload's conditions are not run on it"
+        elif not ran:
+            out[step] = "the pair did not run here"
+        elif family in wanted:
+            out[step] = "its run failed or stopped the chain (see the notes and not measured above)"
+        elif family == C.TEMPLATE:
+            out[step] = ("your requests are sent in the form the drafter was trained on: no step"
+                         if wl.template != "unknown" else "the target's tokenizer was not read")
+        else:
+            out[step] = ("every measured request fits the drafter's positions: no step" if wl.lengths
+                         else "the requests' lengths are not known")
     out[PRECISION_STEP] = ("the doctor is not told the precision the target is served at; a precision "
                            "condition asked for (--condition) is ranked as a hypothesis, not a step")
     cov = (wl.coverage if wl is not None else None) or {}

@@ -144,3 +144,18 @@ def test_the_figure_has_one_bar_per_step_and_refuses_none():
     assert type(fig).__name__ == "Figure" and len(fig.axes[0].patches) == len(w["steps"]) == 6
     with pytest.raises(ValueError, match="no waterfall"):
         plot_waterfall(SimpleNamespace(waterfall=None))
+
+
+def test_static_only_keeps_what_was_reported_and_names_the_rest(tmp_path):
+    """Nothing runs (--static-only): the waterfall is training's implied τ and the engine's, and
+    every step between is named as not measured, none claimed to be absent from the serving."""
+    from eagle_nb.io.paths import CODE_TARGET
+    f = tmp_path / "chatml.jsonl"
+    f.write_text("".join(json.dumps({"prompt": CHATML.format(text=p)}) + "\n" for p in code_prompts(2)))
+    d = doctor(CODE_DRAFTER, CODE_TARGET, prompts=str(f), dynamic=False, observed_tau=1.5,
+               train_acc="0.7,0.69", progress=False)
+    w = d.waterfall
+    assert [s["name"] for s in w["steps"]] == [W.TRAINING, W.ENGINE]
+    gone = dict(w["not_measured"])
+    assert gone[W.TEMPLATE_STEP] == gone[W.CONTEXT_STEP] == "the pair did not run here"
+    assert {W.FILES, W.AS_TRAINED} <= set(gone)
