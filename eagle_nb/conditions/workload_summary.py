@@ -88,6 +88,13 @@ def healthy_form(prompt, form: str, template: str):
     return prompt
 
 
+def sent_under(form: str, template: str) -> str | None:
+    """The template condition requests of `form` are sent under to a target with `template` (None:
+    sent as the drafter was trained to see them, or no condition applies)."""
+    name = CHOICES.get((form, template))
+    return None if name is None or form == "chat" or (form, template) == ("rendered", "chatml") else name
+
+
 @dataclass
 class Workload:
     source: str                        # the prompt file
@@ -128,6 +135,12 @@ class Workload:
         self.measured_lines = (["coverage of the healthy run's continuations:"]
                                + [f"  {ln}" for ln in cov.report_lines(decode)]
                                + ["loop share of the healthy run:"] + [f"  {ln}" for ln in loops.report_lines()])
+
+    def served(self) -> list[str]:
+        """The conditions of `conditions` the requests are served under as sent (a template they
+        are sent in, the context they need), as against those measured only for comparison."""
+        sent = {sent_under(f, self.template) for f, n in self.forms.items() if n}
+        return [c for c in self.conditions if c in sent or c == CONTEXT]
 
     def lines(self) -> list[str]:
         """The report, one line each."""
@@ -186,7 +199,7 @@ def summarize(prompts, template: str, *, requests: int, source: str, numbers=Non
     for f in FORMS:
         if count[f] and (f, template) in CHOICES:
             name = CHOICES[(f, template)]
-            sent = "healthy" if f == "chat" or (f, template) == ("rendered", "chatml") else name
+            sent = sent_under(f, template) or "healthy"
             w.conditions.setdefault(name, f"{count[f]} {SENT[f]}: measured {HEALTHY_AS[template]} (healthy) "
                                           f"and {OFF[name]} ({name}); as sent: {sent}")
     keep = list(range(len(prompts)))

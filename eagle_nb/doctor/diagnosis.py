@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from eagle_nb.experiment import faults as F
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 STATUSES = ("pass", "warn", "fail", "skip")
 
 # field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
@@ -82,6 +82,11 @@ SCHEMA = {
                 "'depth', 'lengths', 'target_limit', 'drafter_limit', 'context' (check_context), "
                 "'past_target' ([request number, tokens]: not measured), 'warnings', 'coverage' "
                 "(Coverage, per language), 'loops' (LoopReport), 'lines' (the report in words)",
+    "waterfall": "null, or (version 6) where the acceptance goes (doctor/waterfall.py): 'depth', "
+                 "'steps' ([{'name', 'tau', 'delta' (tau minus the step before's; null first), "
+                 "'source' (what measured it)}], in order: training's implied tau, the files "
+                 "teacher-forced, the prompts as trained, each serving condition as served, the "
+                 "engine), 'not_measured' ([step, why]), 'lines' (the table in words)",
 }
 
 
@@ -152,6 +157,7 @@ class Diagnosis:
     inputs: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     workload: dict | None = None
+    waterfall: dict | None = None
 
     @property
     def healthy(self) -> bool:
@@ -182,6 +188,9 @@ class Diagnosis:
         lines += ["", "PLAN", *[f"  {n}" for n in plan]] if plan else []
         if self.workload:
             lines += ["", "WORKLOAD", *[f"  {n}" for n in self.workload["lines"]]]
+        if self.waterfall:
+            lines += ["", f"WHERE THE ACCEPTANCE GOES (tau at depth {self.waterfall['depth']})",
+                      *[f"  {n}" for n in self.waterfall["lines"]]]
         lines.append("")
         lines.append("CHECKS")
         for c in self.checks:

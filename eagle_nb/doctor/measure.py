@@ -56,6 +56,7 @@ def measure(st) -> None:
     st.probes = probes(st.profiles, pair)
     if st.workload is not None and HEALTHY in st.profiles and not st.recorded:
         workload_run(st, pair, plist)
+        served_runs(st, pair, plist)
     if st.train is not None:
         st.checks.append(training.train_accuracy(pair, plist, st.train, st.k, st.max_new_tokens, st.checks))
 
@@ -68,6 +69,27 @@ def workload_run(st, pair, plist) -> None:
     res = pair.run(plist, Setting(depth=st.k, temperature=st.temperature, max_new_tokens=st.max_new_tokens),
                    progress=False)
     st.workload.add_run(res.stats, drafter_mask(pair.drafter), st.workload_keep, pair.decode)
+
+
+def served_runs(st, pair, plist) -> None:
+    """tau as the workload is served, cumulatively: its first served condition alone (measured
+    above), then each next one added to those before it, run together (the waterfall's steps,
+    waterfall.py). A combination that cannot run is recorded with why, and the chain stops there."""
+    from eagle_nb.experiment.setting import Setting
+    names = [n for n in st.workload.served() if n in st.profiles]
+    for i in range(len(names)):
+        with_ = tuple(names[:i + 1])
+        if i == 0:
+            st.served.append((with_, st.profiles[names[0]].tau, ""))
+            continue
+        try:
+            with pair.one_pass.depths_up_to(st.k):
+                res = pair.run(plist, Setting(conditions=with_, depth=st.k, temperature=st.temperature,
+                                              max_new_tokens=st.max_new_tokens), progress=False)
+        except (ValueError, RuntimeError) as e:     # a ConditionError is a ValueError
+            st.served.append((with_, None, f"{type(e).__name__}: {first_line(e, 200)}"))
+            return
+        st.served.append((with_, ranking.profile_from_stats(res.stats).tau, ""))
 
 
 def open_pair(st):

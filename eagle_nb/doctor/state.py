@@ -70,6 +70,7 @@ class State:
     shares: list = field(default_factory=list)     # signatures: the observation's share of healthy
     facts: object = None                # experiment.fault_entry.Facts of the files (signatures)
     serving: list = field(default_factory=list)    # signatures: serving-path faults these files can have
+    served: list = field(default_factory=list)     # workload: [(conditions, tau or None, why not)], cumulative
     # -- rank --------------------------------------------------------------------------------------
     hypotheses: list = field(default_factory=list)  # diagnosis.Hypothesis, best first
 

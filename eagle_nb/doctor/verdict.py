@@ -10,7 +10,7 @@ state's fields and the registry's words; computes nothing.
 from __future__ import annotations
 
 from eagle_nb.conditions import registry as C
-from eagle_nb.doctor import ranking
+from eagle_nb.doctor import ranking, waterfall
 from eagle_nb.doctor.diagnosis import Diagnosis, Verdict
 from eagle_nb.doctor.signatures import CONSISTENT_Z
 from eagle_nb.doctor.training import CHECK_ID as TRAIN_CHECK
@@ -21,9 +21,10 @@ from eagle_nb.experiment.faults import HEALTHY
 
 def verdict(st) -> Diagnosis:
     """The diagnosis: the verdict first, then every check, hypothesis and probe, as data."""
-    obs = st.obs
+    obs, w = st.obs, waterfall.from_state(st)
     return Diagnosis(decide(st), st.checks, st.hypotheses, st.probes, obs.as_dict() if obs else None,
-                     st.inputs, st.notes, st.workload.as_dict() if st.workload is not None else None)
+                     st.inputs, st.notes, st.workload.as_dict() if st.workload is not None else None,
+                     w.as_dict() if w is not None else None)
 
 
 def decide(st) -> Verdict:

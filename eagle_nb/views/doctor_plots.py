@@ -1,5 +1,6 @@
 """Figures and tables of a `diagnosis.Diagnosis`: predicted τ per hypothesis against what the engine
-reported, and the per-position profiles of the best-fitting hypotheses.
+reported, the per-position profiles of the best-fitting hypotheses, training beside serving, and
+where the acceptance goes from training to the engine (the waterfall).
 
 Takes the Diagnosis (plain data) and returns a `matplotlib.figure.Figure` in the kit's one
 convention (`views.palette`: healthy and each fault in their own colours, the rest neutral) or a
@@ -15,9 +16,12 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.io.train_logs import INDEPENDENT
 from eagle_nb.views.palette import (
+    ACCEPT_COLOR,
     ENGINE_COLOR,
+    GUIDE_COLOR,
     FONT,
     NEUTRAL_COLOR,
+    REJECT_COLOR,
     color,
     new_figure,
     plain,
@@ -141,3 +145,34 @@ def plot_training(diagnoses: dict) -> Figure:
 def checks_table(d) -> pd.DataFrame:
     return pd.DataFrame([{"check": c.id, "status": c.status, "evidence": c.evidence,
                           "points at": ", ".join(c.faults)} for c in d.checks])
+
+
+def plot_waterfall(d) -> Figure:
+    """Where the acceptance goes (doctor/waterfall.py): one horizontal bar per measured step, top to
+    bottom in order; the first from τ = 1 (nothing accepted) to its τ, each next from the step
+    before's τ to its own, green where τ rises, red where it falls. `d`: a Diagnosis, or its
+    `waterfall` dict."""
+    w = d if isinstance(d, dict) else d.waterfall
+    if not w or not w.get("steps"):
+        raise ValueError("the diagnosis has no waterfall (no step was measured)")
+    steps = w["steps"]
+    fig = new_figure((9.0, 0.42 * len(steps) + 1.3))
+    ax = fig.subplots()
+    prev = 1.0
+    for i, s in enumerate(steps):
+        first = s["delta"] is None
+        lo, hi = (1.0, s["tau"]) if first else sorted((prev, s["tau"]))
+        c = NEUTRAL_COLOR if first else ACCEPT_COLOR if s["delta"] >= 0 else REJECT_COLOR
+        ax.barh(i, max(hi - lo, 1e-3), left=lo, color=c, height=0.6)
+        change = "" if first else f" ({s['delta']:+.2f})"
+        ax.text(hi + 0.03, i, f"τ {s['tau']:.2f}{change}", va="center", fontsize=FONT)
+        prev = s["tau"]
+    ax.axvline(1.0, color=GUIDE_COLOR, lw=1)
+    ax.set_yticks(range(len(steps)), [plain(s["name"]) for s in steps])
+    ax.invert_yaxis()
+    top = max(s["tau"] for s in steps)
+    ax.set_xlim(0.9, top + 0.25 * (top - 0.9) + 0.3)
+    ax.set_xlabel(f"τ at depth {w['depth']} (accepted tokens per verify step)")
+    ax.set_title("where the acceptance goes: training to the engine, each step measured")
+    style_axes(ax)
+    return fig
