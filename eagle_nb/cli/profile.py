@@ -99,6 +99,7 @@ def run(a) -> int:
 def read_source(a):
     """The profile of whichever source the flags name (pure readers first: no torch for them)."""
     from eagle_nb.engines import llama_cpp, vllm
+    from eagle_nb.io.files import read_json_values
     if a.source:
         from eagle_nb.profiles.profile_json import read_profile
         return read_profile(a.source)
@@ -130,25 +131,6 @@ def measure(a):
         pair = Pair(a.target, a.drafter, device=a.device)
     return measure_profile(pair, prompts, a.depth, max_new_tokens=a.max_new_tokens,
                            temperature=a.temperature, seed=a.seed, prompts_source=source)
-
-
-def read_json_values(path, what: str) -> list:
-    """A JSON list, one JSON object, or JSON lines (one object per line) -> a list."""
-    from eagle_nb.io.files import PROMPTS_CAP, UserFileError, read_text, show
-    text = read_text(path, what, PROMPTS_CAP)
-    try:
-        v = json.loads(text)
-        return v if isinstance(v, list) else [v]
-    except json.JSONDecodeError:
-        pass
-    out = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise UserFileError(f"{what} {show(path)}:{n}: not JSON ({e})") from None
-    return out
 
 
 def engine_settings(profile, a) -> dict:

@@ -120,6 +120,29 @@ def read_json_object(path, what: str, cap: int = CONFIG_CAP) -> dict:
     return obj
 
 
+def parse_json_values(text: str, path, what: str) -> list:
+    """A JSON list, one JSON value, or JSON lines (one value per line) -> a list; a line that is not
+    JSON is an error naming the file and the line."""
+    try:
+        v = json.loads(text)
+        return v if isinstance(v, list) else [v]
+    except json.JSONDecodeError:
+        pass
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise UserFileError(f"{what} {show(path)}:{n}: not JSON ({e})") from None
+    return out
+
+
+def read_json_values(path, what: str, cap: int = PROMPTS_CAP) -> list:
+    """`parse_json_values` of a file read safely (`read_text`)."""
+    return parse_json_values(read_text(path, what, cap), path, what)
+
+
 def is_dir(path) -> bool:
     try:
         return stat.S_ISDIR(os.stat(path).st_mode)
