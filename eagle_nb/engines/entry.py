@@ -9,10 +9,11 @@ built, why it cannot be, how prompts are sent and the counters settle, the dtype
 target in, the shipped drafter file it serves); what it is shown (how a recording is made on it,
 how a broken drafter it serves is written); and its speculation conventions (its synthetic-
 acceptance knobs from a profile, its chain flags for a draft length, its profile from what it
-reports, which layers it captures for a drafter's config, what its target class must do). An
-engine the kit only reads (SGLang) leaves the running fields empty; one it only configures
-(TensorRT-LLM) has its knobs alone. The small helpers entries parse with (`NUM`, `fields`, `mean_se`) are here
-too. Knows nothing about any engine in particular.
+reports, and from a file of its responses with each request's τ, which layers it captures for a
+drafter's config, what its target class must do). An engine the kit only reads (SGLang) leaves
+the running fields empty; one it only configures (TensorRT-LLM) has its knobs alone. The small
+helpers entries parse with (`NUM`, `fields`, `mean_se`) are here too. Knows nothing about any
+engine in particular.
 """
 from __future__ import annotations
 
@@ -92,6 +93,9 @@ class Engine:
     #   draft length k -> its chain flags ({flag or config key: value}); k = 0: why it is off (str)
     profile_from: Callable | None = field(default=None, repr=False)
     #   (what it reports: vLLM's responses, llama-server's log text; conditions) -> SpeculationProfile
+    read_responses: Callable | None = field(default=None, repr=False)
+    #   (the JSON values of a file of its responses, each carrying per-request metrics) ->
+    #   (the SpeculationProfile pooled over them, each request's tau): the doctor's --observed FILE
     captures: Callable[[dict, list[int]], dict[str, list[int]]] | None = field(default=None, repr=False)
     #   (a drafter's raw config.json, the EAGLE-3 default HF ids) -> {who: HF ids it would capture}
     target_needs: str = ""         # what its target class must do to hand the drafter aux states

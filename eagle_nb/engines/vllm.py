@@ -31,6 +31,7 @@ from eagle_nb.engines.entry import NUM, Engine, fields, mean_se
 from eagle_nb.engines.server import HOST, RUNNING, EngineError, Server, engine_python
 from eagle_nb.model.layers import to_hf
 from eagle_nb.profiles import knobs as K
+from eagle_nb.profiles.profile_engines import profile_from_vllm, vllm_profile_and_taus
 
 NAME = "vllm"
 FIELDS = {
@@ -275,12 +276,6 @@ def captures(raw_cfg: dict, default: list[int]) -> dict[str, list[int]]:
     return {"vLLM": to_hf(top, "vllm") if top else default}
 
 
-def profile_from(responses, conditions: dict | None = None):
-    """A profile from its completion responses' per-request metrics (profiles/profile_engines.py)."""
-    from eagle_nb.profiles.profile_engines import profile_from_vllm
-    return profile_from_vllm(responses, conditions=conditions)
-
-
 ENTRY = Engine(
     NAME, "vLLM", log_mark="SpecDecoding metrics:", parse_line=parse_line,
     time_pattern=(r"(\d\d-\d\d \d\d:\d\d:\d\d)", "%m-%d %H:%M:%S"),      # INFO 11-30 08:50:01
@@ -291,8 +286,8 @@ ENTRY = Engine(
     log_settled=lambda parsed, c: parsed.summary.get(NAME, {}).get("drafted_tokens", 0) >= c.num_draft_tokens,
     dtype="float32", shipped_drafter="drafter_speculators",
     record=record, write_broken=write_broken, broken_faults=broken_faults,
-    knobs=knobs, render_knobs=render_knobs, draft_flags=draft_flags, profile_from=profile_from,
-    captures=captures,
+    knobs=knobs, render_knobs=render_knobs, draft_flags=draft_flags,
+    profile_from=profile_from_vllm, read_responses=vllm_profile_and_taus, captures=captures,
     target_needs="vLLM: the target class must implement `SupportsEagle3`; otherwise the server "
                  "refuses to start ('Model does not support EAGLE3 interface but "
                  "aux_hidden_state_outputs was requested')")

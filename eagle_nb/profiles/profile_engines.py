@@ -48,6 +48,14 @@ def profile_from_vllm(responses, conditions: dict | None = None, **kw) -> Specul
     """One profile pooled over vLLM responses (`vllm_request_metrics` each): the histograms add up,
     the per-request mean is each request's `mean_acceptance_length` averaged. Requests that ran no
     verify step (one token long) count toward neither."""
+    return vllm_profile_and_taus(responses, conditions, **kw)[0]
+
+
+def vllm_profile_and_taus(responses, conditions: dict | None = None,
+                          **kw) -> tuple[SpeculationProfile, list[float]]:
+    """`profile_from_vllm`'s profile and each request's mean acceptance length (1 + accepted /
+    steps of its own histogram, vLLM's `mean_acceptance_length`), in order, requests that ran no
+    verify step left out."""
     specs = [vllm_request_metrics(r, f"response {i}") for i, r in enumerate(responses)]
     if not specs:
         raise ProfileError("no vLLM responses given")
@@ -67,7 +75,7 @@ def profile_from_vllm(responses, conditions: dict | None = None, **kw) -> Specul
     conditions = {"engine": "vllm", "source": "per-request metrics", "requests": len(specs),
                   **(conditions or {})}
     return SpeculationProfile.from_histogram(total, k, per_request=per_request,
-                                             conditions=conditions, **kw)
+                                             conditions=conditions, **kw), per_request
 
 
 def histogram_from_counters(num_drafts: float, accepted_per_pos, num_accepted: float | None = None,
