@@ -10,6 +10,7 @@ from eagle_nb.cli import options
 def add_parser(sub):
     from eagle_nb.engines.registry import ENGINES
     labels = ", ".join(e.label for e in ENGINES if e.log_mark)
+    readers = ", ".join(e.label for e in ENGINES if e.read_responses)
     p = options.command(
         sub, "doctor", help="diagnose a drafter (and what the engine reported)",
         description="diagnose a drafter checkpoint, and what a serving engine reported, against the\n"
@@ -37,7 +38,9 @@ def add_parser(sub):
                    help="new tokens generated per prompt (default: 64 at T=0, 32 at T > 0)")
     options.temperature(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--observed", metavar="LOGFILE", help="an engine's log (" + labels + ")")
+    g.add_argument("--observed", metavar="FILE", help="an engine's log (" + labels + "), or a JSON "
+                   "or JSON-lines file of " + readers + " responses with per-request metrics "
+                   "(read as responses when it starts with '{' or '[' and parses as JSON)")
     g.add_argument("--observed-url", metavar="URL", help="an engine's server (reads /metrics)")
     g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
     p.add_argument("--observed-per-position", metavar="A,B,...",

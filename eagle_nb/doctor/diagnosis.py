@@ -10,11 +10,12 @@ do that).
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
 
 from eagle_nb.experiment import faults as F
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 STATUSES = ("pass", "warn", "fail", "skip")
 
 # field -> meaning; nested objects list their own fields. The JSON carries exactly these keys.
@@ -70,8 +71,10 @@ SCHEMA = {
         "better": "true when the change clearly raises tau: paired per-prompt gain > 3 SE and > 0.1",
         "message": "the finding in words",
     }],
-    "observation": "{'source', 'depth', 'tau', 'per_position', 'engine', 'crash_lines', 'lines'} "
-                   "or null",
+    "observation": "null, or engines/observation.py `Observation`: 'source', 'tau', 'depth', "
+                   "'per_position', 'engine', 'crash_lines', 'lines', 'unparsed', 'tau_se', "
+                   "'depth_note', and (version 7) 'per_request_tau' (each request's tau, from a "
+                   "file of responses with per-request metrics; else null)",
     "inputs": "{'target', 'drafter', 'depth', 'prompts', 'max_new_tokens', 'temperature'}",
     "notes": "list of strings: what was skipped and why",
     "workload": "null, or with a prompt file given (version 5) the user's requests as sent "
@@ -216,8 +219,16 @@ class Diagnosis:
                       + (f" ({o['depth_note']})" if o.get("depth_note") else "")
                       + (f", per-position {' / '.join(f'{x:.2f}' for x in per)}" if per else "")]
             lines += [f"  engine error: {ln}" for ln in o.get("crash_lines") or []]
+            if o.get("per_request_tau"):
+                lines.append("  " + per_request_line(o["per_request_tau"]))
         lines += [f"note: {n}" for n in self.notes if not n.startswith("plan: ")]
         return "\n".join(lines)
+
+
+def per_request_line(taus) -> str:
+    """Each request's tau in one line: median, range and count."""
+    return (f"per-request tau: median {statistics.median(taus):.2f}, range {min(taus):.2f}-"
+            f"{max(taus):.2f} over {len(taus)} request{'s' * (len(taus) != 1)}")
 
 
 def _score(h: Hypothesis) -> str:

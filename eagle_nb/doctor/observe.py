@@ -1,10 +1,10 @@
 """The doctor's first phase: what the engine and the trainer reported, and what can run here.
 
-Reads the observation (`engines.observation.observe`: numbers, any registered engine's log, or a
-`/metrics` page), what training reported (training.py), the depth every prediction is made at
-(`--depth`, else the observation's, else 4), whether the target can run here (preflight.py, from
-files only) or a greedy recording stands in for it, and writes the plan in words before any
-measurement starts. Knows files and the observation; runs no model.
+Reads the observation (`engines.observation.observe`: numbers, any registered engine's log or a
+file of its responses, or a `/metrics` page), what training reported (training.py), the depth
+every prediction is made at (`--depth`, else the observation's, else 4), whether the target can
+run here (preflight.py, from files only) or a greedy recording stands in for it, and writes the
+plan in words before any measurement starts. Knows files and the observation; runs no model.
 """
 from __future__ import annotations
 

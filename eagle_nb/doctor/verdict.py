@@ -51,7 +51,7 @@ def decide(st) -> Verdict:
         s = "no fault found: static checks pass" + (f" (warnings: {', '.join(warns)})" if warns else "")
         if base is not None:
             s += f"; the reference loop predicts tau {base.tau:.2f} at depth {base.depth}"
-        s += "; give what your engine reported (--observed-tau / --observed LOGFILE) to rank faults"
+        s += "; give what your engine reported (--observed-tau / --observed FILE) to rank faults"
         return Verdict(HEALTHY, s, "", "medium" if warns else "high", "none")
     return signature_verdict(st, ranked) if st.distances else measured_verdict(st, ranked)
 
