@@ -99,8 +99,21 @@ def measure(pair=None, prompts=None, *, depth: int = 4, temperatures=(0.0, 1.0),
     drafter = str(pair.drafter_path).replace(str(DATA_DIR.parent) + "/", "")   # repo-relative
     setup = {"target": pair.target_path or "shipped", "drafter": drafter, "depth": depth,
              "temperatures": list(temperatures), "prompts": len(prompts),
-             "max_new_tokens": max_new_tokens, "seconds": round(time.perf_counter() - t0, 1)}
+             "max_new_tokens": max_new_tokens, "seconds": round(time.perf_counter() - t0, 1),
+             "machine": machine(), "date": time.strftime("%Y-%m-%d")}
     return {"setup": setup, "rows": rows, "conditions": crows}
+
+
+def machine() -> str:
+    """The CPU (or GPU) the catalogue was measured on, in one line."""
+    import os
+    import platform
+
+    import torch
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return (f"{platform.machine()} CPU, {os.cpu_count()} cores, {torch.get_num_threads()} torch "
+            f"threads, torch {torch.__version__}")
 
 
 def add_conditions(cat: dict, pair=None, prompts=None, *, progress: bool = True) -> dict:
@@ -186,6 +199,8 @@ def main(argv=None) -> None:
     ap.add_argument("--depth", type=int, default=4)
     ap.add_argument("--n-prompts", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--temperatures", default="0,1", help="comma-separated (T > 0 runs the live "
+                    "loop: on the real pair, hours on a CPU)")
     ap.add_argument("--conditions-into", metavar="FILE.json", default=None,
                     help="measure only the serving conditions (and healthy, to compare) on the "
                          "setup FILE.json records, and write them into it")
@@ -197,7 +212,9 @@ def main(argv=None) -> None:
         print(conditions_markdown(cat))
         return
     from eagle_nb.experiment.pair import shipped_prompts
-    cat = measure(prompts=shipped_prompts(a.n_prompts), depth=a.depth, max_new_tokens=a.max_new_tokens)
+    temps = tuple(float(t) for t in a.temperatures.split(",") if t.strip())
+    cat = measure(prompts=shipped_prompts(a.n_prompts), depth=a.depth, temperatures=temps,
+                  max_new_tokens=a.max_new_tokens)
     if a.out:
         with open(a.out, "w") as f:
             json.dump(cat, f, indent=1)

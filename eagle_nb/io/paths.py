@@ -83,7 +83,20 @@ def shipped(path: Path, what: str = "the shipped pair") -> Path:
     raise ShippedFileMissing(f"{path}: {what} is not there; {why}")
 
 
-SHIPPED = CODE     # NOTE: becomes REAL once the real pair's drafter is trained (issue 28)
+def pair_of(drafter=None) -> PairFiles:
+    """The shipped pair whose drafter `drafter` is (its format-A or format-C folder; None: the
+    default pair). ValueError naming the folder when it is not a shipped drafter."""
+    if drafter is None:
+        return SHIPPED
+    here = Path(drafter).resolve()
+    for pf in (REAL, CODE):
+        if here in (pf.drafter.resolve(), pf.drafter_speculators.resolve()):
+            return pf
+    raise ValueError(f"{drafter} is not a shipped drafter ({REAL.drafter}, {CODE.drafter}): the kit "
+                     f"knows no training record for it; pass its own training log")
+
+
+SHIPPED = REAL     # the default of every command, notebook and report
 SHIPPED_TARGET = SHIPPED.target
 SHIPPED_DRAFTER = SHIPPED.drafter
 SHIPPED_DRAFTER_SPECULATORS = SHIPPED.drafter_speculators

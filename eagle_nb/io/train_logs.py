@@ -142,12 +142,17 @@ def write_train_log(path, values, fmt: str = "eagle", epochs: int = 1) -> Path:
     return path
 
 
-def shipped_train_accuracy() -> TrainAccuracy:
-    """What the kit's own trainer logged for the shipped drafter (data/drafter_metrics.json:
-    per-step accuracy, an EMA over the last training steps)."""
+def shipped_train_accuracy(drafter=None) -> TrainAccuracy:
+    """What the kit's own trainer reported for a shipped drafter (`drafter` its folder; None: the
+    default pair's): the held-out numbers of its committed training log when the pair ships one
+    (the real pair: data/drafter_train.log), else the per-step accuracy EMA over the last training
+    steps in its drafter_metrics.json (the code pair). ValueError for a drafter the kit did not ship."""
     import json
 
-    from eagle_nb.io.paths import SHIPPED
-    f = SHIPPED.drafter_metrics
+    from eagle_nb.io.paths import pair_of
+    pf = pair_of(drafter)
+    if pf.train_log is not None:
+        return read_train_log(pf.train_log)
+    f = pf.drafter_metrics
     values = json.loads(read_bytes(f, "drafter metrics", 2**20))["train_accuracy_per_step_ema"]
     return _checked(TrainAccuracy(INDEPENDENT, [float(v) for v in values], f"{f.name} (kit trainer)"))

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import code_pair, code_prompts
 from eagle_nb.experiment.setting import Setting
+from eagle_nb.io.paths import CODE
 from eagle_nb.recordings.recording import record
 from eagle_nb.report import build as report_build
 
@@ -33,7 +34,9 @@ def built(pair, tmp_path_factory):
                  eos_token_id=pair.tokenizer.eos_token_id, texts=prompts, progress=False)
     out = root / "reports"
     # the precomputed report panels are the loaded build's to test (test_notebooks.py)
-    report_build.build_reports(out, params={"recording_path": str(rec), "n_prompts": N, "max_new_tokens": NEW,
+    report_build.build_reports(out, params={"recording_path": str(rec), "drafter_path": str(CODE.drafter),
+                                            "speculators_path": str(CODE.drafter_speculators),
+                                            "n_prompts": N, "max_new_tokens": NEW,
                                             "precompute_report": False}, notebooks=NOTEBOOKS, progress=False)
     return out, json.loads((out / "results.json").read_text())["notebooks"]
 
