@@ -7,8 +7,11 @@ import sys
 
 import pytest
 
-from eagle_nb.io.paths import CODE_PROMPTS
+from eagle_nb.io.paths import CODE_DRAFTER, CODE_PROMPTS, CODE_TARGET
 
+# the code pair, named (the commands' default is the real pair): its loop is ~30x cheaper
+TARGET = ("--target", str(CODE_TARGET))
+PAIR = (*TARGET, "--drafter", str(CODE_DRAFTER))
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
@@ -21,7 +24,7 @@ def run_cli(*args):
 def test_capture_json_schema_and_conventions():
     """`capture --json` reports num_layers, hidden_size, HF layer ids, per-state shapes and the
     fused shape; SpecForge ids 1,3,4 are read as HF 2,4,5 (the EAGLE-3 default for 8 layers)."""
-    rc, out, err = run_cli("capture", "--prompt", "def f(x):\n    return x", "--json")
+    rc, out, err = run_cli("capture", *TARGET, "--prompt", "def f(x):\n    return x", "--json")
     assert rc == 0, err
     d = json.loads(out)
     assert d["num_layers"] == 8 and d["layer_ids"] == [2, 4, 5]
@@ -29,14 +32,14 @@ def test_capture_json_schema_and_conventions():
     assert [s["layer_id"] for s in d["states"]] == [2, 4, 5]
     assert all(s["shape"][-1] == H and s["mean_norm"] > 0 for s in d["states"])
     assert d["fused_shape"][-1] == 3 * H
-    rc, out, _ = run_cli("capture", "--prompt", "x = 1", "--layers", "1,3,4", "--convention",
+    rc, out, _ = run_cli("capture", *TARGET, "--prompt", "x = 1", "--layers", "1,3,4", "--convention",
                          "specforge", "--json")
     assert rc == 0 and json.loads(out)["layer_ids"] == [2, 4, 5]
 
 
 def test_capture_bad_layer_is_a_clear_error():
     """An out-of-range id exits non-zero with a message naming the id and the valid range."""
-    rc, _, err = run_cli("capture", "--prompt", "x", "--layers", "2,4,99")
+    rc, _, err = run_cli("capture", *TARGET, "--prompt", "x", "--layers", "2,4,99")
     assert rc != 0 and "99" in err and "0..8" in err
 
 
@@ -52,11 +55,11 @@ def test_speculate_json_keys_and_lossless():
     with open(prompts, "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
     try:
-        rc, out, err = run_cli("speculate", "--prompts", prompts, "--depth", "4",
+        rc, out, err = run_cli("speculate", *PAIR, "--prompts", prompts, "--depth", "4",
                                "--max-new-tokens", "32", "--json")
         assert rc == 0, err
         healthy = json.loads(out)
-        rc, out, err = run_cli("speculate", "--prompts", prompts, "--depth", "4",
+        rc, out, err = run_cli("speculate", *PAIR, "--prompts", prompts, "--depth", "4",
                                "--max-new-tokens", "32", "--ablate", "fc-bypass", "--json")
         assert rc == 0, err
         bypass = json.loads(out)
@@ -72,7 +75,7 @@ def test_speculate_json_keys_and_lossless():
 
 def test_unknown_ablation_is_refused():
     """A misspelt --ablate name exits non-zero and lists the known names."""
-    rc, _, err = run_cli("speculate", "--prompt", "x", "--ablate", "fc-bypas")
+    rc, _, err = run_cli("speculate", *PAIR, "--prompt", "x", "--ablate", "fc-bypas")
     assert rc != 0 and "fc-bypass" in err
 
 
@@ -127,7 +130,7 @@ def test_convert_prints_what_it_renamed_and_translated(tmp_path):
 def test_speculate_prints_speedup_and_is_quiet():
     """speculate ends with the measured speedup over target-only greedy decoding; no library
     progress bars on stderr unless --verbose."""
-    rc, out, err = run_cli("speculate", "--prompt", "def f(x):", "--max-new-tokens", "8")
+    rc, out, err = run_cli("speculate", *PAIR, "--prompt", "def f(x):", "--max-new-tokens", "8")
     assert rc == 0, err
     assert re.search(r"^speedup: \d+\.\d\dx over target-only greedy decoding", out, re.M), out
     assert "Loading weights" not in err, err
