@@ -45,7 +45,8 @@ def page(cat: dict, json_path: Path) -> str:
         "",
         "Each row is one registry entry (`eagle_nb/experiment/faults.py`) switched on with "
         "`Setting(faults=(name,))`, or a crash-only fault (`eagle_nb/engines/crashes.py`) reproduced "
-        "as its error text. Cells: τ, then vLLM per-position acceptance. \"n/a\" faults need a pair "
+        "as its error text. Cells: τ, its 95% interval (τ ± 1.96 bootstrap standard errors over "
+        "prompts), then vLLM per-position acceptance. \"n/a\" faults need a pair "
         "that has what they drop. The last column names the doctor's static check that sees the "
         "fault (see [doctor.md](doctor.md)); public reports are in [faults.md](faults.md).",
         "",

@@ -135,13 +135,6 @@ def add_conditions(cat: dict, pair=None, prompts=None, *, progress: bool = True)
     return cat
 
 
-def _cell(res: dict | None) -> str:
-    if not res:
-        return "–"
-    per = " / ".join(f"{x:.2f}" for x in res["per_position"])
-    return f"{res['tau']:.2f} ({per})"
-
-
 def interval(res: dict) -> tuple[float, float]:
     """95% interval for tau: tau +- 1.96 bootstrap standard errors over prompts."""
     return res["tau"] - 1.96 * res["tau_se"], res["tau"] + 1.96 * res["tau_se"]
@@ -177,7 +170,8 @@ def conditions_markdown(cat: dict) -> str:
 def markdown(cat: dict) -> str:
     s = cat["setup"]
     temps = [str(float(t)) for t in s["temperatures"]]
-    head = ["fault", "story (reference)", *[f"τ (per-position) T={t}" for t in temps], "static check"]
+    head = ["fault", "story (reference)", *[f"τ [95% interval] (per-position) T={t}" for t in temps],
+            "static check"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in cat["rows"]:
         story = r["story"] + (f" ({r['reference']})" if r["reference"] else "")
@@ -186,7 +180,7 @@ def markdown(cat: dict) -> str:
         elif r["not_applicable"]:
             cells = [f"n/a on this pair: {r['not_applicable']}"] + [""] * (len(temps) - 1)
         else:
-            cells = [_cell(r["results"].get(t)) for t in temps]
+            cells = [_interval_cell(r["results"].get(t)) for t in temps]
         lines.append("| " + " | ".join([f"`{r['fault']}`", story.replace("|", "/"), *cells,
                                         (r["static_check"] or "no").replace("|", "/")]) + " |")
     return "\n".join(lines)

@@ -9,16 +9,21 @@ plan in words before any measurement starts. Knows files and the observation; ru
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from eagle_nb.doctor import preflight, training
 from eagle_nb.engines.observation import observe as read_observation
-from eagle_nb.io.paths import SHIPPED_TARGET, shipped
+from eagle_nb.io.paths import SHIPPED_TARGET, pair_for, shipped
 from eagle_nb.recordings.recording import Recording
 
 
 def observe(st) -> None:
     """Fill `obs`, `k`, `train`, `target_path`, `pre`, `recorded`, `inputs` and the plan in `notes`."""
-    st.target_path = st.target if st.target is not None else shipped(SHIPPED_TARGET, "the shipped target")
+    if st.target is None:       # a shipped drafter's own target, else the default pair's
+        files = pair_for(drafter=st.drafter) if isinstance(st.drafter, (str, Path)) else None
+        st.target_path = shipped(files.target if files else SHIPPED_TARGET, "the shipped target")
+    else:
+        st.target_path = st.target
     st.obs = read_observation(log=st.observed_log, url=st.observed_url, tau=st.observed_tau,
                               per_position=st.observed_per_position, depth=st.depth)
     st.k = st.depth or (st.obs.depth if st.obs is not None and st.obs.depth else 4)

@@ -204,15 +204,16 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                          "already serves its own drafter")
     engine = getattr(server, "engine", None) or engine    # a server says which engine it is
     e = registry.entry(engine)
-    from eagle_nb.experiment.pair import Pair, shipped_prompts
-    from eagle_nb.io.paths import SHIPPED, SHIPPED_TARGET
-    default = getattr(SHIPPED, e.shipped_drafter)       # the shipped drafter file this engine reads
+    from eagle_nb.experiment.pair import Pair
+    from eagle_nb.io.paths import SHIPPED
+    pair = pair or Pair(target, drafter)                # a shipped half names the other half
+    target = target or pair.target_path
+    default = getattr(pair.files or SHIPPED, e.shipped_drafter)   # the shipped drafter file this engine reads
     if broken is not None:
-        engine_drafter = broken_copy(e, broken, engine_drafter or drafter or default, target or SHIPPED_TARGET,
+        engine_drafter = broken_copy(e, broken, engine_drafter or drafter or default, target,
                                      launched=url is None and server is None)
         ablations = tuple(ablations) + ((broken,) if broken not in ablations else ())
-    prompts = list(prompts) if prompts is not None else shipped_prompts(n_prompts)
-    pair = pair or Pair(target, drafter)
+    prompts = list(prompts) if prompts is not None else pair.prompts(n_prompts)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
     ref, ref_ids, notes, ref_stats = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens,
                                         temperature=temperature, seed=seed, ablations=ablations)
@@ -225,7 +226,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                               ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
     run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-                        url=url, server=server, target=target or SHIPPED_TARGET,
+                        url=url, server=server, target=target,
                         drafter=engine_drafter or drafter or default, depth=depth,
                         startup_timeout=startup_timeout, server_kw=server_kw)
     delta, out, log = run.counters, run.outputs, run.log

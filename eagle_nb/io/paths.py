@@ -96,6 +96,20 @@ def pair_of(drafter=None) -> PairFiles:
                      f"knows no training record for it; pass its own training log")
 
 
+def pair_for(target=None, drafter=None) -> PairFiles | None:
+    """The shipped pair a target or drafter path belongs to (the drafter in either format), so that
+    a command given one half of a shipped pair takes the other half and the pair's prompts from
+    it; the default pair when both are None; None when neither is a shipped file."""
+    if target is None and drafter is None:
+        return SHIPPED
+    given = [Path(x).resolve() for x in (target, drafter) if isinstance(x, (str, Path))]
+    for pf in (REAL, CODE):
+        mine = {pf.target.resolve(), pf.drafter.resolve(), pf.drafter_speculators.resolve()}
+        if any(g in mine for g in given):
+            return pf
+    return None
+
+
 SHIPPED = REAL     # the default of every command, notebook and report
 SHIPPED_TARGET = SHIPPED.target
 SHIPPED_DRAFTER = SHIPPED.drafter

@@ -150,11 +150,11 @@ def test_doctor_static_checks_on_gguf_drafters(ggufs):
     """The doctor reads a GGUF drafter statically: healthy passes, d2t-absolute fails naming the
     fault (the verdict), layer-ids+1 is a warning pointing at that fault."""
     from eagle_nb.doctor.run import doctor
-    d = doctor(str(ggufs["drafter"]), dynamic=False)
+    d = doctor(str(ggufs["drafter"]), CODE_TARGET, dynamic=False)
     assert d.verdict.cause == "healthy" and all(c.status == "pass" for c in d.checks), d.checks
-    d = doctor(str(ggufs["d2t-absolute"]), dynamic=False)
+    d = doctor(str(ggufs["d2t-absolute"]), CODE_TARGET, dynamic=False)
     assert d.verdict.cause == "d2t-absolute" and d.verdict.basis == "static"
-    d = doctor(str(ggufs["layer-ids+1"]), dynamic=False)
+    d = doctor(str(ggufs["layer-ids+1"]), CODE_TARGET, dynamic=False)
     aux = next(c for c in d.checks if c.id == "aux-ids")
     assert aux.status == "warn" and aux.faults == ["layer-ids+1"]
     assert any("static checks only" in n for n in d.notes)

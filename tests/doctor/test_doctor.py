@@ -113,7 +113,7 @@ def test_embedding_probe_finds_a_random_drafter_embedding(tmp_path):
         st["embed_tokens.weight"] = (torch.randn(e.shape, generator=g) * e.float().std()).to(e.dtype)
         return st
     out = plant(tmp_path, weights=rand_emb)
-    d = doctor(out, faults=["embed-target-forced", "embed-random"], **KW)
+    d = doctor(out, CODE_TARGET, faults=["embed-target-forced", "embed-random"], **KW)
     assert d.check("embed-tokens").status == "warn" and "embed-random" in d.check("embed-tokens").faults
     probe = next(p for p in d.probes if p.name == "embed-target-forced")
     assert probe.better and probe.tau > probe.baseline_tau + 0.5, d.text()
@@ -129,7 +129,7 @@ def test_layer_ids_shifted_by_one_are_named_without_an_observation(tmp_path):
     def shift(cfg):
         cfg["eagle_aux_hidden_state_layer_ids"] = [3, 5, 6]
     out = plant(tmp_path, config=shift)
-    d = doctor(out, depth=K, faults=["layer-ids-1", "layer-ids+1"], progress=False)
+    d = doctor(out, CODE_TARGET, depth=K, faults=["layer-ids-1", "layer-ids+1"], progress=False)
     probe = next(p for p in d.probes if p.name == "layer-ids-1")
     assert probe.better, d.text()
     assert d.verdict.cause == "layer-ids+1" and d.verdict.basis == "probe", d.verdict
@@ -153,7 +153,7 @@ def test_training_log_separates_the_checkpoint_from_serving(tmp_path):
     def reorder_fc(st):
         st["fc.weight"] = torch.cat(st["fc.weight"].chunk(3, dim=1)[::-1], dim=1).contiguous()
         return st
-    bad = doctor(plant(tmp_path, weights=reorder_fc), train_log=log, **kw)
+    bad = doctor(plant(tmp_path, weights=reorder_fc), CODE_TARGET, train_log=log, **kw)
     c = bad.check("train-accuracy")
     assert c.status == "fail" and "not reproduced" in c.evidence, c
     assert bad.verdict.basis == "static" and "train-accuracy" in bad.verdict.summary, bad.verdict

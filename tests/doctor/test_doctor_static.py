@@ -66,7 +66,7 @@ PLANTED = {
 def test_planted_checkpoint_static_verdict_names_the_fault(tmp_path, fault):
     """A checkpoint broken in one way: a check fails and the verdict (basis 'static') names that
     fault, with a fix."""
-    d = doctor(plant(tmp_path, **PLANTED[fault]), dynamic=False)
+    d = doctor(plant(tmp_path, **PLANTED[fault]), CODE_TARGET, dynamic=False)
     assert d.verdict.cause == fault, d.text()
     assert d.verdict.basis == "static" and d.verdict.fix
     assert any(fault in c.faults for c in d.checks if c.status == "fail")
@@ -79,7 +79,7 @@ def test_d2t_in_a_side_file_is_named(tmp_path):
         return _no_vocab_buffers(st)
     out = plant(tmp_path, weights=side)
     shutil.copy(tmp_path / "side_d2t.pt", out / "d2t.pt")
-    d = doctor(out, dynamic=False)
+    d = doctor(out, CODE_TARGET, dynamic=False)
     assert d.verdict.cause == "d2t-side-file" and "d2t.pt" in d.check("d2t").evidence
 
 
@@ -226,7 +226,7 @@ def test_profile_bootstrap_se_is_zero_for_identical_prompts_and_positive_otherwi
 # -- schema --------------------------------------------------------------------------------------------
 def test_json_schema_is_stable_and_documented(tmp_path):
     """The JSON carries exactly the documented keys (top level and per check), and round-trips."""
-    d = doctor(plant(tmp_path, weights=_absolute), dynamic=False, observed_tau=1.05, depth=4)
+    d = doctor(plant(tmp_path, weights=_absolute), CODE_TARGET, dynamic=False, observed_tau=1.05, depth=4)
     j = json.loads(d.to_json())
     assert set(j) == set(diagnosis.SCHEMA) and j["schema_version"] == diagnosis.SCHEMA_VERSION
     assert set(j["verdict"]) == set(diagnosis.SCHEMA["verdict"])
@@ -326,7 +326,7 @@ def test_cli_doctor_static_json_and_exit_status(tmp_path):
     assert p.returncode == 0, p.stderr
     j = json.loads(p.stdout)
     assert set(j) == set(diagnosis.SCHEMA) and j["verdict"]["cause"] == "healthy"
-    p = cli("--drafter", str(plant(tmp_path, weights=_no_lm_head)), "--static-only")
+    p = cli("--drafter", str(plant(tmp_path, weights=_no_lm_head)), "--target", str(CODE_TARGET), "--static-only")
     assert p.returncode == 1 and "cause: lm-head-missing" in p.stdout
     p = cli("--drafter", str(CODE_DRAFTER_SPECULATORS), "--static-only", "--observed-per-position", "0.5")
     assert p.returncode == 2 and "needs --observed-tau" in p.stderr

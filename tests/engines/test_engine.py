@@ -137,7 +137,8 @@ def test_cli_engine_compare_by_url(server, capsys):
 
     from eagle_nb.cli.main import main
     with pytest.raises(SystemExit) as e:
-        main(["engine", "compare", "--url", server.url, "--n-prompts", "4", "--json"])
+        main(["engine", "compare", "--url", server.url, "--target", str(CODE_TARGET), "--drafter",
+              str(CODE_DRAFTER_SPECULATORS), "--n-prompts", "4", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert e.value.code == 0, out["verdict"]
     assert out["engine"]["depth"] == K and out["reference"]["verify_steps"] > 0

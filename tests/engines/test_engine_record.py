@@ -36,7 +36,7 @@ AUX_TOL = 1e-4
 
 @pytest.fixture(scope="module")
 def pair():
-    model, tok = load_target(device="cpu")
+    model, tok = load_target(CODE_TARGET, device="cpu")
     return model, tok, load_drafter(CODE_DRAFTER_SPECULATORS, model)
 
 

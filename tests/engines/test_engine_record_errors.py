@@ -54,7 +54,7 @@ def test_the_connector_module_imports_nothing_of_the_kit():
 
 def test_final_norm_is_the_targets_own(tmp_path):
     from eagle_nb.model.targets import load_target
-    model, _ = load_target(device="cpu")
+    model, _ = load_target(CODE_TARGET, device="cpu")
     w, eps = final_norm(TargetParts(CODE_TARGET))
     x = torch.randn(5, 192)
     torch.testing.assert_close(rms_norm(x, w, eps), model.model.norm(x), atol=1e-6, rtol=1e-6)

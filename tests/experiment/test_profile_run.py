@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from eagle_nb.io.paths import CODE_DRAFTER
 from eagle_nb.experiment.profile_run import measure_profile, profile_from_result, prompt_template
 from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
@@ -62,7 +63,7 @@ def test_recorded_pair_profile_equals_the_loaded_pairs(pair, tmp_path):
     rec = record(pair.target, [pair.encode(p) for p in prompts], tmp_path / "rec", pair.layer_ids,
                  max_new_tokens=16, lookahead=K, eos_token_id=pair.tokenizer.eos_token_id,
                  texts=prompts, progress=False)
-    recorded = RecordedPair(rec, device="cpu")
+    recorded = RecordedPair(rec, CODE_DRAFTER, device="cpu")
     a = measure_profile(pair, prompts, K, max_new_tokens=16)
     b = measure_profile(recorded, prompts, K, max_new_tokens=16)
     assert b.marginal_accept_rates == a.marginal_accept_rates

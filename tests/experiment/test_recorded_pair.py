@@ -13,6 +13,7 @@ from eagle_nb.experiment.recorded_pair import RecordedPair
 from eagle_nb.experiment.setting import Setting
 from eagle_nb.recordings.recording import record
 from eagle_nb.recordings.records import RecordingError
+from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
 
 N_PROMPTS, NEW = 8, 24
 
@@ -43,7 +44,7 @@ def recordings(pair, prompts, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recorded(recordings):
-    return RecordedPair(recordings[0], device="cpu")
+    return RecordedPair(recordings[0], CODE_DRAFTER, device="cpu")
 
 
 def accepted(res):
@@ -88,7 +89,7 @@ def test_what_a_recording_cannot_answer_is_refused(recorded, prompts, recordings
         recorded.run(prompts, Setting(depth=9, max_new_tokens=NEW))
     with pytest.raises(RecordingError, match="was not recorded"):
         recorded.run(["def not_recorded(x):"], Setting(depth=4, max_new_tokens=8))
-    three = RecordedPair(recordings[1], device="cpu")
+    three = RecordedPair(recordings[1], CODE_DRAFTER, device="cpu")
     assert three.run(prompts, Setting(depth=4, max_new_tokens=NEW)).metrics.accept_length == \
         recorded.run(prompts, Setting(depth=4, max_new_tokens=NEW)).metrics.accept_length
     with pytest.raises(ValueError, match=r"states of HF layer ids \[3, 5, 6\] were not kept "
@@ -105,7 +106,7 @@ def test_prompts_by_text_or_record_name(recorded, recordings, prompts):
     by_name = recorded.run(["r000000", "r000001"], Setting(depth=4, max_new_tokens=NEW))
     by_text = recorded.run(prompts[:2], Setting(depth=4, max_new_tokens=NEW))
     assert accepted(by_name) == accepted(by_text)
-    three = RecordedPair(recordings[1], device="cpu")
+    three = RecordedPair(recordings[1], CODE_DRAFTER, device="cpu")
     assert three.prompts(2) == ["r000000", "r000001"]
     index = json.loads((recordings[0] / "recording.json").read_text())
     assert [r["prompt"] for r in index["records"]] == prompts
@@ -128,14 +129,16 @@ def test_doctor_measures_from_a_recording(pair, recorded, prompts):
 
 def test_a_drafter_without_embedding_reads_the_target_rows_lazily(recordings, tmp_path):
     """Format A (no embed_tokens) on a recording takes the embedding from the target's directory;
-    without a target directory it is refused naming what is missing."""
-    from eagle_nb.io.paths import CODE_DRAFTER, CODE_TARGET
+    without a target directory it is refused naming what is missing (a copy: a shipped drafter
+    names its own target)."""
     rp = RecordedPair(recordings[0], CODE_DRAFTER, CODE_TARGET, device="cpu")
     assert rp.tokenizer is not None and rp.hidden_size == rp.drafter.config.hidden_size
     torch.testing.assert_close(rp.drafter.embed_tokens.weight[:4],
                                code_pair(device="cpu").target.get_input_embeddings().weight[:4].float())
+    import shutil
+    copy = shutil.copytree(CODE_DRAFTER, tmp_path / "drafter")
     with pytest.raises(Exception, match="embed"):
-        RecordedPair(recordings[0], CODE_DRAFTER, None, device="cpu")
+        RecordedPair(recordings[0], copy, None, device="cpu")
 
 
 def test_the_recording_says_its_dtype_and_another_dtype_warns(recordings, tmp_path):
@@ -149,14 +152,14 @@ def test_the_recording_says_its_dtype_and_another_dtype_warns(recordings, tmp_pa
     assert Recording(recordings[1]).target_dtype == "float32"
     with warnings.catch_warnings():
         warnings.simplefilter("error", DtypeMismatchWarning)
-        RecordedPair(recordings[1], device="cpu")
+        RecordedPair(recordings[1], CODE_DRAFTER, device="cpu")
     other = tmp_path / "bf16"
     shutil.copytree(recordings[1], other)
     index = json.loads((other / "recording.json").read_text())
     index["target_dtype"] = "bfloat16"          # as `record --engine vllm --dtype auto` on a CPU
     (other / "recording.json").write_text(json.dumps(index))
     with pytest.warns(DtypeMismatchWarning, match="target in bfloat16, compared with the kit's reference loop"):
-        rp = RecordedPair(other, device="cpu")
+        rp = RecordedPair(other, CODE_DRAFTER, device="cpu")
     res = rp.run(["r000000"], Setting(depth=4, max_new_tokens=NEW))
     assert any("recorded with the target in bfloat16" in n for n in res.notes)
 

@@ -38,7 +38,7 @@ def replay(path, depth, max_new_tokens=None, drafter=CODE_DRAFTER, check_greedy=
 
 @pytest.fixture(scope="module")
 def pair():
-    model, tok = load_target(device="cpu")
+    model, tok = load_target(CODE_TARGET, device="cpu")
     return model, tok, load_drafter(CODE_DRAFTER, model)
 
 
@@ -91,7 +91,7 @@ def test_recording_holds_greedy_output_and_captured_states(pair, shipped_recordi
 def test_record_with_device_map_equals_plain(pair, tmp_path):
     """A target loaded with device_map records the same ids and states as a plain load."""
     model, tok, _ = pair
-    sharded, _ = load_target(device_map={"": "cpu"})
+    sharded, _ = load_target(CODE_TARGET, device_map={"": "cpu"})
     x = tok(code_prompts(1)[0], return_tensors="pt")["input_ids"]
     a = record_one(model, x, LAYERS, 6)
     b = record_one(sharded, x, LAYERS, 6)
@@ -208,12 +208,12 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in code_prompts(2)))
     with pytest.raises(SystemExit) as e:
-        cli_main(["record", "--prompts", str(prompts), "--out", str(tmp_path / "rec"),
+        cli_main(["record", "--target", str(CODE_TARGET), "--prompts", str(prompts), "--out", str(tmp_path / "rec"),
                   "--max-new-tokens", "16", "--lookahead", "4"])
     assert e.value.code == 0
     assert "recorded 2 prompts" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
-        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--depth", "3",
+        cli_main(["speculate", "--drafter", str(CODE_DRAFTER), "--features", str(tmp_path / "rec"), "--depth", "3",
                   "--max-new-tokens", "16", "--json"])
     assert e.value.code == 0
     out = json.loads(capsys.readouterr().out)
@@ -222,20 +222,20 @@ def test_cli_record_and_speculate_features(tmp_path, capsys):
     assert out["accept_length"] == ref.accept_length and out["tau_is_estimate"] is False
     # a fault the recording answers is measured on it; one it cannot is refused with the reason
     with pytest.raises(SystemExit) as e:
-        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--ablate", "d2t-absolute",
+        cli_main(["speculate", "--drafter", str(CODE_DRAFTER), "--features", str(tmp_path / "rec"), "--ablate", "d2t-absolute",
                   "--depth", "3", "--max-new-tokens", "16", "--json"])
     assert e.value.code == 0
     out = json.loads(capsys.readouterr().out)
     from eagle_nb.experiment.recorded_pair import RecordedPair
     from eagle_nb.experiment.setting import Setting
-    rp = RecordedPair(tmp_path / "rec")
+    rp = RecordedPair(tmp_path / "rec", CODE_DRAFTER)
     api = rp.run(rp.prompts(), Setting(faults=("d2t-absolute",), depth=3, max_new_tokens=16))
     assert out["accept_length"] == api.metrics.accept_length < 1.5 and out["computed_by"] == "one-pass"
     with pytest.raises(SystemExit) as e:
-        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--ablate", "fc-bypass"])
+        cli_main(["speculate", "--drafter", str(CODE_DRAFTER), "--features", str(tmp_path / "rec"), "--ablate", "fc-bypass"])
     assert e.value.code == 2 and "the final state was not recorded" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
-        cli_main(["speculate", "--features", str(tmp_path / "rec"), "--temperature", "1"])
+        cli_main(["speculate", "--drafter", str(CODE_DRAFTER), "--features", str(tmp_path / "rec"), "--temperature", "1"])
     assert e.value.code == 2 and "greedy speculation only" in capsys.readouterr().err
 
 
@@ -281,7 +281,8 @@ def test_replay_memory_does_not_grow_with_the_recording(tmp_path):
     small = _synthetic_recording(tmp_path / "small", 2)
     big = _synthetic_recording(tmp_path / "big", 24)
     size = sum(f.stat().st_size for f in big.iterdir()) / 2**20
-    rss = {n: peak_rss_mb("speculate", "--features", str(p), "--depth", "2", "--max-new-tokens", "4")
+    rss = {n: peak_rss_mb("speculate", "--drafter", str(CODE_DRAFTER), "--features", str(p), "--depth", "2",
+                          "--max-new-tokens", "4")
            for n, p in (("small", small), ("big", big))}
     print(f"replay peak RSS {rss['small']:.0f} MiB (2 records), {rss['big']:.0f} MiB ({size:.0f} MiB recording)")
     assert size > 180 and rss["big"] - rss["small"] < 48, rss
