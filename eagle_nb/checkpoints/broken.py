@@ -37,6 +37,9 @@ def shift_aux_ids(by: int):
         if AUX_KEY not in cfg:
             raise ValueError(f"{src / 'config.json'} has no {AUX_KEY!r} to shift (a speculators-format "
                              "checkpoint has it; EAGLE-format engines use their default layers)")
+        if cfg[AUX_KEY] is None:
+            raise ValueError(f"{src / 'config.json'}: {AUX_KEY!r} is null (the engine's default ids): "
+                             "give the target (write_broken_drafter(..., target=)) to shift its default")
         cfg[AUX_KEY] = [int(i) + by for i in cfg[AUX_KEY]]
         (dst / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     return write

@@ -18,8 +18,10 @@ def checkpoint_faults() -> tuple[str, ...]:
     return tuple(f.name for f in F.REGISTRY if f.checkpoint is not None)
 
 
-def write_broken_drafter(src, dst, fault: str) -> Path:
-    """Copy the checkpoint directory `src` to `dst` with `fault` applied; returns `dst`."""
+def write_broken_drafter(src, dst, fault: str, target=None) -> Path:
+    """Copy the checkpoint directory `src` to `dst` with `fault` applied; returns `dst`. A config
+    whose aux layer ids are null (the engine's EAGLE default, implicit) gets that default written
+    first when `target` (its directory) is given, so a layer-id fault has ids to shift."""
     known = checkpoint_faults()
     if fault not in known:
         raise ValueError(f"unknown checkpoint fault {fault!r}; known: {list(known)}")
@@ -29,5 +31,27 @@ def write_broken_drafter(src, dst, fault: str) -> Path:
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(src, dst)
+    if target is not None:
+        explicit_default_ids(dst, target)
     F.entry(fault).checkpoint(src, dst)
     return dst
+
+
+def explicit_default_ids(dst: Path, target) -> None:
+    """Write the EAGLE default ids for `target`'s layer count (vLLM's top-level HF ids) where the
+    speculators config at `dst` leaves them null."""
+    import json
+
+    from eagle_nb.checkpoints.broken import AUX_KEY
+    from eagle_nb.model.layers import eagle3_layers, from_hf
+    cfg_path = dst / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    if AUX_KEY not in cfg or cfg[AUX_KEY] is not None:
+        return
+    tcfg = json.loads((Path(target) / "config.json").read_text())
+    layers = tcfg.get("num_hidden_layers") or (tcfg.get("text_config") or {}).get("num_hidden_layers")
+    if not layers:
+        raise ValueError(f"{Path(target) / 'config.json'}: no num_hidden_layers, so the implicit "
+                         f"aux layer ids of {cfg_path} cannot be written out")
+    cfg[AUX_KEY] = from_hf(eagle3_layers(int(layers)), "speculators")
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")

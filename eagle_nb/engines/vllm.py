@@ -223,7 +223,7 @@ def complete(url: str, ids, max_new_tokens: int, temperature: float, seed):
 def write_broken(src, dst, fault: str, target=None):
     """A copy of the drafter directory with `fault` written into it (broken.py)."""
     from eagle_nb.engines.broken import write_broken_drafter
-    return write_broken_drafter(src, dst, fault)
+    return write_broken_drafter(src, dst, fault, target)
 
 
 def broken_faults() -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from eagle_nb.engines import (Counters, infer_sglang_formula, metrics_from_count
                               parse_metrics, write_broken_drafter)
 from eagle_nb.engines.comparison import agreement, judge
 from eagle_nb.loop.metrics import acceptance_metrics
-from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS
+from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 
 
 def vllm_line(m, t="11-30 08:53:46", prefix="(APIServer pid=12079) "):
@@ -160,6 +160,23 @@ def test_broken_checkpoints_change_only_their_field(tmp_path):
     assert all(torch.equal(w0[k], w1[k]) for k in w0 if k != "d2t")
     with pytest.raises(ValueError, match="unknown checkpoint fault"):
         write_broken_drafter(src, tmp_path / "x", "fc-bypass")
+
+
+def test_null_layer_ids_are_shifted_from_the_targets_default_or_refused(tmp_path):
+    """A speculators config with null aux ids (the engine's default; the real drafter's copy): with
+    the target, the EAGLE default for its layer count is written out, then shifted; without it, the
+    refusal names the null key."""
+    import shutil
+    src = shutil.copytree(CODE_DRAFTER_SPECULATORS, tmp_path / "null")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["eagle_aux_hidden_state_layer_ids"] = None
+    (src / "config.json").write_text(json.dumps(cfg))
+    a = write_broken_drafter(src, tmp_path / "ids", "layer-ids+1", CODE_TARGET)
+    assert json.loads((a / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [3, 5, 6]
+    d = write_broken_drafter(src, tmp_path / "d2t", "d2t-absolute", CODE_TARGET)
+    assert json.loads((d / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    with pytest.raises(ValueError, match="eagle_aux_hidden_state_layer_ids' is null"):
+        write_broken_drafter(src, tmp_path / "x", "layer-ids+1")
 
 
 def test_cli_engine_log(tmp_path, capsys):
