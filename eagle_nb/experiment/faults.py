@@ -43,7 +43,7 @@ REGISTRY: tuple[Fault, ...] = (   # switches in application order, then crash- a
           "SGLang replaces it with the target's", "docs/faults.md (lightseekorg/TorchSpec #38)",
           "drop embed_tokens from the checkpoint (engines then take the target's)",
           Static(("embed-tokens",), "warn: own embedding unrelated to the target's", rules_out=True),
-          apply=fn.embed_random, changes="drafter", checkpoint=random_embedding),
+          apply=fn.embed_random, changes="drafter", checkpoint=random_embedding, severity=45),
     Fault(N.EMBED_TARGET_FORCED, SWITCH,
           "the engine overwrites the drafter's own trained embed_tokens with the target's",
           "docs/faults.md (vllm PR #27732/#27737 -> #28549)",

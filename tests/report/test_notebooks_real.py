@@ -38,3 +38,6 @@ def test_the_records_describe_the_real_pair(built):
     assert tau["healthy"] > 1.2 and tau["fc-bypass"] < tau["healthy"]
     static = built["06_doctor"]["records"]["static"]
     assert static["cause"] == "healthy" and "fail" not in static["statuses"].values()
+    training = built["06_doctor"]["records"]["training"]     # the real target's fc inputs warn the
+    assert training["trains_fine"] == "pass"                 # fp16 range check; the random embedding
+    assert training["converted"] == "fail" and training["converted_cause"] == "embed-random"   # leads
