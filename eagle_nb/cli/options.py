@@ -100,25 +100,31 @@ def drafter(p) -> None:
                         f"drafter, {shown(paths.SHIPPED_DRAFTER)})")
 
 
-def prompts(p, required: bool = True):
-    """--chat | --prompt | --prompts, one of them required (the group, for commands that add a
-    fourth way)."""
+def prompts(p, required: bool = False):
+    """--chat | --prompt | --prompts (the group, for commands that add a fourth way); none given:
+    the shipped pair's prompts (prompt_list)."""
     g = p.add_mutually_exclusive_group(required=required)
     g.add_argument("--chat", help="one user turn, sent through the target's chat template with its "
                                   "generation prompt (what a chat endpoint sends)")
     g.add_argument("--prompt", help="one raw prompt text (what a completions endpoint sends)")
     g.add_argument("--prompts", help="JSON lines file: a 'messages' list (chat) or a 'prompt' text "
-                                     "(raw) per line")
+                                     "(raw) per line (default: the shipped pair's, "
+                                     f"{shown(paths.SHIPPED_PROMPTS)}; a shipped target or drafter "
+                                     "brings its own pair's)")
     return g
 
 
 def prompt_list(a) -> list:
-    """The prompts the flags name: [Chat] for --chat, [text] for --prompt, else the file's."""
+    """The prompts the flags name: [Chat] for --chat, [text] for --prompt, the file's for --prompts,
+    else the prompts of the shipped pair that --target / --drafter belong to (the default pair's)."""
     from eagle_nb.io.prompts import Chat, read_prompts
     if getattr(a, "chat", None) is not None:
         return [Chat.user(nonempty(a.chat, "--chat"))]
     if a.prompt is not None:
         return [nonempty(a.prompt)]
+    if a.prompts is None:
+        files = paths.pair_for(getattr(a, "target", None), getattr(a, "drafter", None)) or paths.SHIPPED
+        return read_prompts(paths.shipped(files.prompts, "the shipped prompts"))
     return read_prompts(a.prompts)
 
 

@@ -26,7 +26,7 @@ def add_parser(sub):
             eagle-nb profile --from /tmp/p.json --to sglang --num-speculative-tokens 3""")
     options.target(p)
     options.drafter(p)
-    g = options.prompts(p)
+    g = options.prompts(p, required=True)
     g.add_argument("--features", metavar="RECORDING",
                    help="measure on a recording (eagle-nb record) instead of the loaded target: "
                         "greedy only")

@@ -137,3 +137,18 @@ def test_help_names_only_paths_that_exist_and_the_shipped_defaults():
             if f"  {flag} " in text and "(default: the shipped" in text:
                 h = _option_help(text, flag)
                 assert "default" not in h or want in h, (path, flag, h)
+
+
+def test_without_prompt_flags_a_command_takes_its_pairs_prompts():
+    """No --chat/--prompt/--prompts: the shipped prompts of the pair --target or --drafter belongs
+    to (the code pair's code prompts for its files), else the default pair's chat requests."""
+    from argparse import Namespace
+
+    from eagle_nb.cli.options import prompt_list
+    from eagle_nb.io.paths import CODE, SHIPPED
+    from eagle_nb.io.prompts import read_prompts
+    none = dict(chat=None, prompt=None, prompts=None)
+    assert prompt_list(Namespace(**none, target=str(CODE.target), drafter=None)) == read_prompts(CODE.prompts)
+    assert prompt_list(Namespace(**none, target=None, drafter=str(CODE.drafter))) == read_prompts(CODE.prompts)
+    assert prompt_list(Namespace(**none, target="/elsewhere/model", drafter=None)) == read_prompts(SHIPPED.prompts)
+    assert read_prompts(CODE.prompts) != read_prompts(SHIPPED.prompts)
