@@ -12,7 +12,6 @@ so panels redraw without recomputing. Knows nothing about plotting or HTML.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -22,7 +21,7 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.onepass_runs import OnePass
 from eagle_nb.experiment.results import RunResult, Sweep
 from eagle_nb.experiment.setting import Setting
-from eagle_nb.io.paths import SHIPPED_DRAFTER, SHIPPED_PROMPTS, pair_for, shipped
+from eagle_nb.io.paths import SHIPPED_PROMPTS, shipped, shipped_halves
 from eagle_nb.io.prompts import check_prompts, raw_note
 from eagle_nb.loop.chain import generate, greedy_reference
 from eagle_nb.loop.metrics import from_stats
@@ -40,21 +39,15 @@ class Pair:
     def __init__(self, target=None, drafter=None, *, device=None, dtype=None, device_map=None,
                  speculators_path=None, trust_remote_code: bool = False):
         from eagle_nb.checkpoints.load import load_drafter
-        self.files = pair_for(target, drafter)      # a shipped pair's half names the other half
-        if target is None and self.files is not None:
-            target = shipped(self.files.target, "the shipped target")
+        self.files, target, drafter, speculators_path = shipped_halves(target, drafter, speculators_path)
         self.target_path = str(target) if target else None
         self.target, self.tokenizer = load_target(target, device=device, dtype=dtype, device_map=device_map,
                                                   trust_remote_code=trust_remote_code)
         self.device = next(self.target.parameters()).device
-        if drafter is None:
-            drafter = shipped(self.files.drafter if self.files else SHIPPED_DRAFTER, "the shipped drafter")
         self.drafter_path = str(drafter)
         self.drafter = load_drafter(self.drafter_path, self.target,
                                     dtype=next(self.target.parameters()).dtype, device=self.device)
-        self.speculators_path = speculators_path or (
-            self.files.drafter_speculators if self.files and Path(drafter).resolve() == self.files.drafter.resolve()
-            else None)
+        self.speculators_path = speculators_path
         self.num_layers = num_decoder_layers(self.target)
         self.layer_ids = self.drafter.config.aux_layer_ids or list(eagle3_layers(self.num_layers))
         self.builds = F.Builds(self.target, self.drafter, self.speculators_path, self.num_layers,

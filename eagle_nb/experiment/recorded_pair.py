@@ -31,7 +31,7 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.pair import Pair
 from eagle_nb.experiment.recorded_runs import RecordedOnePass, greedy_agreement
 from eagle_nb.experiment.setting import Setting
-from eagle_nb.io.paths import SHIPPED_DRAFTER, pair_for, shipped
+from eagle_nb.io.paths import shipped_halves
 from eagle_nb.loop import target_states as TS
 from eagle_nb.recordings.recording import Recording, check_dtype
 from eagle_nb.recordings.records import RecordingError
@@ -60,21 +60,16 @@ class RecordedPair(Pair):
         from eagle_nb.checkpoints.load import load_drafter
         from eagle_nb.model.targets import pick_device, resolve_target
         self.recording = recording if isinstance(recording, Recording) else Recording(recording)
-        files = pair_for(target, drafter)      # a shipped pair's half names the other half
-        if target is None and files is not None:
-            target = shipped(files.target, "the shipped target")
+        _, target, drafter, speculators_path = shipped_halves(target, drafter, speculators_path)
         self.target = None                               # never loaded
         self.target_path = str(resolve_target(target)) if target is not None else None
         self.device = torch.device(pick_device(device))
         self.tokenizer = self._tokenizer()
-        if drafter is None:
-            drafter = shipped(files.drafter if files else SHIPPED_DRAFTER, "the shipped drafter")
         self.drafter_path = str(drafter)
         cpu = self.device.type == "cpu"   # CPU: float32 arithmetic; an accelerator keeps the file's dtype
         self.drafter = load_drafter(self.drafter_path, self.target_path, device=self.device,
                                     dtype=dtype or (torch.float32 if cpu else None))
-        self.speculators_path = speculators_path or (
-            files.drafter_speculators if files and Path(drafter).resolve() == files.drafter.resolve() else None)
+        self.speculators_path = speculators_path
         self.num_layers = self.recording.meta.get("num_layers")
         self.notes: list[str] = []
         self.layer_ids = self._layer_ids()

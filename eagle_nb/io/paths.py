@@ -86,14 +86,11 @@ def shipped(path: Path, what: str = "the shipped pair") -> Path:
 def pair_of(drafter=None) -> PairFiles:
     """The shipped pair whose drafter `drafter` is (its format-A or format-C folder; None: the
     default pair). ValueError naming the folder when it is not a shipped drafter."""
-    if drafter is None:
-        return SHIPPED
-    here = Path(drafter).resolve()
-    for pf in (REAL, CODE):
-        if here in (pf.drafter.resolve(), pf.drafter_speculators.resolve()):
-            return pf
-    raise ValueError(f"{drafter} is not a shipped drafter ({REAL.drafter}, {CODE.drafter}): the kit "
-                     f"knows no training record for it; pass its own training log")
+    pf = pair_for(drafter=drafter)
+    if pf is None or Path(drafter or pf.drafter).resolve() == pf.target.resolve():
+        raise ValueError(f"{drafter} is not a shipped drafter ({REAL.drafter}, {CODE.drafter}): the kit "
+                         f"knows no training record for it; pass its own training log")
+    return pf
 
 
 def pair_for(target=None, drafter=None) -> PairFiles | None:
@@ -108,6 +105,20 @@ def pair_for(target=None, drafter=None) -> PairFiles | None:
         if any(g in mine for g in given):
             return pf
     return None
+
+
+def shipped_halves(target=None, drafter=None, speculators_path=None):
+    """(pair files or None, target, drafter, speculators path) with a shipped pair's missing half
+    taken from the given one (pair_for), the default pair's drafter otherwise; the format-C copy
+    only for the pair's own drafter."""
+    files = pair_for(target, drafter)
+    if target is None and files is not None:
+        target = shipped(files.target, "the shipped target")
+    if drafter is None:
+        drafter = shipped(files.drafter if files else SHIPPED.drafter, "the shipped drafter")
+    if speculators_path is None and files and Path(drafter).resolve() == files.drafter.resolve():
+        speculators_path = files.drafter_speculators
+    return files, target, drafter, speculators_path
 
 
 SHIPPED = REAL     # the default of every command, notebook and report
