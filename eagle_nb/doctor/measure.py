@@ -100,7 +100,9 @@ def open_pair(st):
     spec = str(st.drafter) if st.rep.format == "speculators" else None
     if st.recorded:                        # the target's recording answers greedy chains exactly
         return RecordedPair(st.features, st.drafter, st.target_path, speculators_path=spec)
-    return Pair(st.target, st.drafter, speculators_path=spec, trust_remote_code=st.trust_remote_code)
+    pair = Pair(st.target, st.drafter, speculators_path=spec, trust_remote_code=st.trust_remote_code)
+    pair.sampled_one_pass = False          # the doctor counts steps at T > 0, as an engine does
+    return pair
 
 
 def measure_faults(pair, prompts, depth: int = 4, max_new_tokens: int = 32, temperature: float = 0.0,

@@ -2,7 +2,8 @@
 `Pair.run(prompts, setting) -> RunResult` and `Pair.sweep(prompts, settings) -> Sweep`.
 
 Greedy chain settings (T = 0, no reference check) are computed by one pass over every depth
-(onepass_runs.py); sampling, trees and reference checks by the live loop. Each result says which
+(onepass_runs.py), chains at T > 0 in expectation by the sampled one pass; trees and reference
+checks by the live loop. Each result says which
 (`RunResult.computed_by`). A run turns the pair's healthy `faults.Wiring` into the setting's wiring (faults applied in
 registry order, then its serving conditions, conditions/registry.py; costly objects are built once
 per pair by `faults.Builds`) and hands its
@@ -56,9 +57,10 @@ class Pair:
         # Greedy chains (T = 0, no reference check) come from one pass (onepass_runs.py); set
         # False to run them through the live loop too.
         self.use_one_pass = True
-        # Chains at T > 0 stay on the live loop unless this is True: then the one pass gives their
-        # metrics in expectation along a sampled trajectory (loop/onepass_sampled.py), no traces.
-        self.sampled_one_pass = False
+        # Chains at T > 0 take their metrics in expectation along one sampled trajectory per seed
+        # (loop/onepass_sampled.py), no traces; set False to run them through the live loop.
+        # Profiles (engine-style counted steps) always run the live loop (profile_run.py).
+        self.sampled_one_pass = True
         self.one_pass = OnePass(self)
 
     temperatures = (0.0, 1.0)   # what the pair computes (the panels offer these)

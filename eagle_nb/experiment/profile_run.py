@@ -63,6 +63,21 @@ def measure_profile(pair, prompts, depth: int = 4, *, max_new_tokens: int = 128,
                 max_new_tokens=max_new_tokens, seed=seed)
     t0 = time.perf_counter()
     one_pass = getattr(pair, "one_pass", None)
-    with one_pass.depths_up_to(depth) if one_pass is not None else contextlib.nullcontext():
+    with one_pass.depths_up_to(depth) if one_pass is not None else contextlib.nullcontext(), \
+            _counted(pair):
         res = pair.run(prompts, s, progress=False)      # the one pass: only depths 1..depth
     return profile_from_result(res, prompts_source, time.perf_counter() - t0)
+
+
+@contextlib.contextmanager
+def _counted(pair):
+    """A profile holds counted steps, as an engine reports them: chains at T > 0 run the live loop
+    while it is measured, not the one pass's expected (fractional) counts."""
+    sampled = getattr(pair, "sampled_one_pass", None)
+    if sampled:
+        pair.sampled_one_pass = False
+    try:
+        yield
+    finally:
+        if sampled:
+            pair.sampled_one_pass = sampled

@@ -118,8 +118,8 @@ def test_one_pass_equals_live_loop_all_code_prompts(pair):
 
 
 def test_results_say_which_loop_computed_them(pair):
-    """Greedy chains come from the one pass (outputs decoded, no timings, acc_j present); T > 0,
-    trees and reference checks from the live loop, which also equals it on the same greedy chain."""
+    """Greedy chains come from the one pass (outputs decoded, no timings, acc_j present), T > 0
+    chains from the sampled one pass; trees and reference checks from the live loop, which also equals it on the same greedy chain."""
     prompts = code_prompts(2)
     one = pair.run(prompts, depth=3, max_new_tokens=10, progress=False)
     assert one.computed_by == "one-pass" and one.tokens_per_s is None
@@ -128,7 +128,7 @@ def test_results_say_which_loop_computed_them(pair):
     assert checked.computed_by == "live loop" and checked.matches_target_greedy
     assert checked.outputs == one.outputs and checked.metrics.accept_length == one.metrics.accept_length
     assert pair.run(prompts, depth=3, max_new_tokens=10, temperature=1.0,
-                    progress=False).computed_by == "live loop"
+                    progress=False).computed_by != "live loop"     # in expectation, by default
     assert pair.run(prompts, depth=2, topk=2, max_new_tokens=10,
                     progress=False).computed_by == "live loop"
 

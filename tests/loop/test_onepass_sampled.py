@@ -166,18 +166,18 @@ def test_expected_tau_is_the_live_loops_mean_under_every_rule(pair):
     assert min(b - a for a, b in zip(ones, ones[1:])) > 4 * max(v[1] for v in res.values()), res
 
 
-def test_pair_runs_a_sampled_chain_in_expectation_when_asked(pair):
-    """`Pair.sampled_one_pass`: a T > 0 chain comes from the one pass (labelled, the trajectory as
-    output, metrics equal to calling the module directly); off, the live loop runs it."""
+def test_pair_runs_a_sampled_chain_in_expectation_by_default(pair):
+    """`Pair.sampled_one_pass` (on by default): a T > 0 chain comes from the one pass (labelled, the
+    trajectory as output, metrics equal to calling the module directly); off, the live loop runs it."""
     from eagle_nb.experiment.setting import Setting
     prompts = code_prompts(2)
     s = Setting(depth=DEPTH, temperature=TEMP, max_new_tokens=N_TOKENS, seed=5, verify_rule=VR.SAMPLED)
-    assert pair.run(prompts, s).computed_by == "live loop"
-    pair.sampled_one_pass = True
+    res = pair.run(prompts, s)                   # the default
+    pair.sampled_one_pass = False
     try:
-        res = pair.run(prompts, s)
+        assert pair.run(prompts, s).computed_by == "live loop"
     finally:
-        pair.sampled_one_pass = False
+        pair.sampled_one_pass = True
     assert res.computed_by == OS.COMPUTED_BY and any("in expectation" in n for n in res.notes)
     ids = [pair.tokenizer(p, return_tensors="pt")["input_ids"] for p in prompts]
     want = _expected(pair, ids, [VR.SAMPLED], [5])[VR.SAMPLED]
