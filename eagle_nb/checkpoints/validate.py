@@ -108,10 +108,22 @@ def check_d2t_t2d(d2t, t2d, cfg: DrafterConfig, rep: Report) -> None:
                          and mapped.unique().numel() == Vd)
     strictly_inc = bool((d[1:] > d[:-1]).all())
     as_absolute_ok = strictly_inc and bool((d >= 0).all() and (d < V).all())
+    # the same mistake the other way round: offsets taken for ids had arange subtracted, so that
+    # i + d2t[i] is the offset table itself (non-decreasing, and a valid map once arange is added)
+    twice = mapped + torch.arange(Vd)
+    as_offsets_minus_arange = bool((mapped[1:] >= mapped[:-1]).all() and (twice >= 0).all()
+                                   and (twice < V).all() and (twice[1:] > twice[:-1]).all())
     if not as_offsets_ok and as_absolute_ok:
         rep.problem(D2T_ABSOLUTE, "d2t looks like absolute target ids, not offsets (strictly increasing, "
                     f"i + d2t[i] reaches {int(mapped.max())} >= V={V}); store d2t - arange(Vd)", "d2t")
         rep.d2t_verdict = "absolute ids (wrong)"
+    elif not as_offsets_ok and as_offsets_minus_arange:
+        dup = int(Vd - mapped.unique().numel())
+        rep.problem(D2T_ABSOLUTE, "d2t holds the offsets minus arange(Vd): i + d2t[i] is the offset "
+                    f"table itself (non-decreasing, {dup} duplicate target ids), so draft id i "
+                    "lands on target id offset[i], as when offsets are read as absolute ids; "
+                    "store d2t + arange(Vd)", "d2t")
+        rep.d2t_verdict = "offsets minus arange (wrong)"
     elif not as_offsets_ok:
         bad = ((mapped < 0) | (mapped >= V)).nonzero().flatten()[:5].tolist()
         dup = int(Vd - mapped.unique().numel())

@@ -80,10 +80,18 @@ def measured_verdict(st, ranked) -> Verdict:
     also = ranking.ties(rows)
     warned = {f for c in st.checks if c.status == "warn" for f in c.faults}
     conf = ranking.confidence(rows, static_support=name in warned)
+    if name != HEALTHY and HEALTHY in also and name not in warned:
+        # a tie with the pair as written: no fault is named on numbers alone that do not set it
+        # apart from healthy, unless a check of the files points at it
+        dist = next(d for n, d, _ in rows if n == HEALTHY)
+        also = [n for n, _, _ in rows if n in also + [name] and n != HEALTHY]
+        name, conf = HEALTHY, "medium"
     pred = profiles[name]
     if name == HEALTHY:
+        tail = (f"; the numbers alone do not tell it from: {', '.join(also)} (within z {ranking.TIE_Z:g} "
+                f"of the best fit)") if also else ""
         return Verdict(HEALTHY, f"consistent with a healthy pair: observed tau {obs.tau:.2f}, the "
-                       f"reference loop predicts {pred.tau:.2f} (z {dist:.1f})", "", conf,
+                       f"reference loop predicts {pred.tau:.2f} (z {dist:.1f}){tail}", "", conf,
                        "observation", also)
     if name in C.BY_NAME:
         return condition_verdict(st, name, dist, also, conf)

@@ -38,20 +38,22 @@ def write_broken_drafter(src, dst, fault: str, target=None) -> Path:
 
 
 def explicit_default_ids(dst: Path, target) -> None:
-    """Write the EAGLE default ids for `target`'s layer count (vLLM's top-level HF ids) where the
-    speculators config at `dst` leaves them null."""
+    """Write the EAGLE default ids for `target`'s layer count where the config at `dst` leaves them
+    implicit: null in a speculators config (its convention), absent from an EAGLE-format one
+    (vLLM's top-level field, which vLLM and the kit read when present, checkpoints/detect.py)."""
     import json
 
     from eagle_nb.checkpoints.broken import AUX_KEY
     from eagle_nb.model.layers import eagle3_layers, from_hf
     cfg_path = dst / "config.json"
     cfg = json.loads(cfg_path.read_text())
-    if AUX_KEY not in cfg or cfg[AUX_KEY] is not None:
-        return
+    speculators = "transformer_layer_config" in cfg
+    if (AUX_KEY in cfg and cfg[AUX_KEY] is not None) or (not speculators and "eagle_config" in cfg):
+        return                  # explicit already; SGLang's nested ids are not the field shifted
     tcfg = json.loads((Path(target) / "config.json").read_text())
     layers = tcfg.get("num_hidden_layers") or (tcfg.get("text_config") or {}).get("num_hidden_layers")
     if not layers:
         raise ValueError(f"{Path(target) / 'config.json'}: no num_hidden_layers, so the implicit "
                          f"aux layer ids of {cfg_path} cannot be written out")
-    cfg[AUX_KEY] = from_hf(eagle3_layers(int(layers)), "speculators")
+    cfg[AUX_KEY] = from_hf(eagle3_layers(int(layers)), "speculators" if speculators else "vllm")
     cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")

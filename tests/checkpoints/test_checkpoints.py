@@ -245,6 +245,10 @@ def _absolute(s):
     s["d2t"] = s["t2d"].nonzero().flatten().to(torch.int64)
 
 
+def _minus_arange(s):                      # offsets taken for ids, arange subtracted by hand
+    s["d2t"] = s["d2t"] - torch.arange(s["d2t"].numel())
+
+
 def _t2d_disagrees(s):
     sel, other = s["t2d"].nonzero().flatten(), _unselected(s)   # both before editing
     s["t2d"][sel[0]] = False
@@ -288,6 +292,7 @@ WEIGHT_FAULTS = {
     "d2t_out_of_range": (_oob, [r"d2t", r"out of \[0, 128\) at draft ids \[63\]"]),
     "d2t_duplicates": (_dup, [r"d2t", r"\b1 duplicate"]),
     "d2t_absolute_ids": (_absolute, [r"d2t looks like absolute target ids"]),
+    "d2t_minus_arange": (_minus_arange, [r"d2t holds the offsets minus arange", r"d2t \+ arange"]),
     "t2d_disagrees": (_t2d_disagrees, [r"t2d disagrees with d2t"]),
     "t2d_sum": (_t2d_too_many, [r"t2d marks 65 ids but draft_vocab_size is 64"]),
     "nan_weight": (_nan, [r"NaN", r"fc\.weight"]),

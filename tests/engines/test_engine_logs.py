@@ -179,6 +179,20 @@ def test_null_layer_ids_are_shifted_from_the_targets_default_or_refused(tmp_path
         write_broken_drafter(src, tmp_path / "x", "layer-ids+1")
 
 
+def test_eagle_format_without_ids_gets_the_default_written_then_shifted(tmp_path):
+    """An EAGLE-format config names no aux ids (the engine's default is implied): with the
+    target, vLLM's top-level field is written with the default ids shifted one boundary, which
+    the kit's loader reads back; without the target the refusal names the missing key."""
+    from eagle_nb.checkpoints.load import load_drafter
+    from eagle_nb.io.paths import CODE
+    assert "eagle_aux_hidden_state_layer_ids" not in json.loads((CODE.drafter / "config.json").read_text())
+    a = write_broken_drafter(CODE.drafter, tmp_path / "ids", "layer-ids+1", CODE_TARGET)
+    assert json.loads((a / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] == [3, 5, 6]
+    assert load_drafter(str(a), CODE_TARGET).config.aux_layer_ids == [3, 5, 6]
+    with pytest.raises(ValueError, match="has no 'eagle_aux_hidden_state_layer_ids' to shift"):
+        write_broken_drafter(CODE.drafter, tmp_path / "x", "layer-ids-1")
+
+
 def test_cli_engine_log(tmp_path, capsys):
     from eagle_nb.cli.main import main
     f = tmp_path / "sglang.log"
