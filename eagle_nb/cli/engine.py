@@ -55,6 +55,13 @@ def add_parser(sub):
                    help="serve a copy of the drafter with this fault written the engine's way, and switch "
                         "the same fault on in the reference loop (the engine's broken-drafter writer)")
     p.add_argument("--url", default=None, help="a running OpenAI-compatible server (not launched here)")
+    methods = {m: r for e in ENGINES for m, r in e.draft_methods.items()}
+    p.add_argument("--draft-sample-method", default=None, choices=list(methods),
+                   help="how the engine drafts at T > 0, given to a server launched here; the reference "
+                        "loop verifies with the matching rule: " + ", ".join(f"{m} = {r}" for m, r in methods.items())
+                        + " (default: the engine's own default)")
+    p.add_argument("--concurrency", type=int, default=None,
+                   help="requests in flight at once (default: all prompts, up to 16)")
     options.json_output(p)
     p = options.command(
         esub, "log", help="acceptance over time from an engine's log file ("
@@ -85,7 +92,8 @@ def compare(a) -> int:
         res = run_compare(a.target, a.drafter, prompts, depth=a.depth, max_new_tokens=a.max_new_tokens,
                           temperature=a.temperature, seed=a.seed, ablations=a.ablate, url=a.url,
                           engine_drafter=a.engine_drafter, n_prompts=a.n_prompts, engine=a.engine,
-                          broken=a.broken)
+                          broken=a.broken, draft_sample_method=a.draft_sample_method,
+                          concurrency=a.concurrency)
     except EngineError as e:
         print(f"eagle-nb engine compare: error: {e}", file=sys.stderr)
         return 2

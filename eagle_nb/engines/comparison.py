@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eagle_nb.engines import registry
+from eagle_nb.engines.agreement import agreement, step_agreement
 from eagle_nb.engines.engine_run import run_on_engine, unavailable_reason
 from eagle_nb.engines.metrics import Counters
 from eagle_nb.loop.metrics import (
@@ -35,11 +36,13 @@ CONCURRENCY_WARNING = ("the engine's counters are server-wide: any other traffic
                        "between the two scrapes is counted as this run's")
 
 
-def reference_run(pair, prompts, *, depth, max_new_tokens, temperature, seed, ablations=()):
+def reference_run(pair, prompts, *, depth, max_new_tokens, temperature, seed, ablations=(),
+                  verify_rule=None):
     """THE adapter to `eagle_nb.experiment.pair` (its API is being redesigned): run the reference loop and
     return (AcceptanceMetrics, generated ids per prompt, notes, SpecStats per prompt)."""
+    rule = {"verify_rule": verify_rule} if verify_rule and temperature else {}
     res = pair.run(list(prompts), depth=depth, max_new_tokens=max_new_tokens,
-                   temperature=temperature, seed=seed, faults=tuple(ablations), progress=False)
+                   temperature=temperature, seed=seed, faults=tuple(ablations), progress=False, **rule)
     return res.metrics, [list(s.tokens) for s in res.stats], list(res.notes), res.stats
 
 
@@ -67,26 +70,6 @@ def sampling_se(m: AcceptanceMetrics) -> float:
     mean = sum(i * q for i, q in enumerate(p))
     var = sum((i - mean) ** 2 * q for i, q in enumerate(p))
     return math.sqrt(var / max(m.verify_steps, 1))
-
-
-def agreement(ref_ids, eng_ids) -> dict:
-    """Token-level agreement per prompt, over the reference's length (both stop at EOS; an
-    engine output shorter than the reference's is a divergence)."""
-    rows = []
-    for r, e in zip(ref_ids, eng_ids):
-        if e is None:
-            rows.append(None)
-            continue
-        n = len(r)
-        first = next((i for i in range(n) if i >= len(e) or r[i] != e[i]), None)
-        rows.append({"identical": first is None, "first_divergence": first,
-                     "agreeing_prefix": n if first is None else first, "tokens": n})
-    known = [x for x in rows if x is not None]
-    if not known:
-        return {"available": False, "prompts": len(rows)}
-    return {"available": True, "prompts": len(rows), "identical": sum(x["identical"] for x in known),
-            "agreeing_prefix_fraction": sum(x["agreeing_prefix"] for x in known) / sum(x["tokens"] for x in known),
-            "first_divergence": [x["first_divergence"] for x in known]}
 
 
 @dataclass
@@ -185,7 +168,8 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
             server=None, engine_drafter=None, pair=None, n_prompts: int | None = None,
             tau_tol: float | None = None, pos_tol: float | None = None,
             startup_timeout: float = 900.0, missing_engine: str = "raise",
-            server_kw: dict | None = None, engine: str = "vllm", broken: str | None = None) -> Comparison:
+            server_kw: dict | None = None, engine: str = "vllm", broken: str | None = None,
+            draft_sample_method: str | None = None, concurrency: int | None = None) -> Comparison:
     """Run `prompts` (default: the shipped evaluation prompts) through the reference loop (`drafter`
     with the named `ablations`, i.e. the kit's prediction) and through the engine: `server` (a
     running server of the registry's, e.g. VllmServer / LlamaServer), `url` (a server someone else
@@ -194,7 +178,9 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     `target` + (`engine_drafter` or `drafter`, default the shipped drafter file the engine reads)
     and stopped afterwards. `broken` (a fault name): the engine serves a copy of that drafter with the
     fault written the engine's way (its entry's `write_broken`) and the reference loop switches the
-    same fault on.
+    same fault on. At T > 0 the reference loop verifies with the rule the engine's
+    `draft_sample_method` implies (its entry's `draft_methods`; default: the engine's default; a
+    server launched here is given it). `concurrency`: requests in flight (entries that take it).
     `missing_engine="reference-only"` (notebooks): when no engine environment exists and no server
     or URL is given, return the reference side alone, verdict_kind "not-run" with the reason."""
     if missing_engine not in ("raise", "reference-only"):
@@ -213,10 +199,14 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
         engine_drafter = broken_copy(e, broken, engine_drafter or drafter or default, target,
                                      launched=url is None and server is None)
         ablations = tuple(ablations) + ((broken,) if broken not in ablations else ())
+    method, rule = draft_method(e, draft_sample_method)
+    if draft_sample_method is not None and url is None and server is None:
+        server_kw = {**(server_kw or {}), "draft_sample_method": draft_sample_method}
     prompts = list(prompts) if prompts is not None else pair.prompts(n_prompts)
     ids = [pair.encode(p)[0].tolist() for p in prompts]
     ref, ref_ids, notes, ref_stats = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens,
-                                        temperature=temperature, seed=seed, ablations=ablations)
+                                        temperature=temperature, seed=seed, ablations=ablations,
+                                        verify_rule=rule)
     if url is None and server is None and missing_engine == "reference-only":
         reason = unavailable_reason(engine)
         if reason:
@@ -228,7 +218,7 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                         url=url, server=server, target=target,
                         drafter=engine_drafter or drafter or default, depth=depth,
-                        startup_timeout=startup_timeout, server_kw=server_kw)
+                        startup_timeout=startup_timeout, server_kw=server_kw, concurrency=concurrency)
     delta, out, log = run.counters, run.outputs, run.log
     if e.sampling_note and temperature:
         notes.append(e.sampling_note)
@@ -249,7 +239,9 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "prompts": len(prompts), "reference_ablations": list(ablations),
                "target": str(target or "shipped"), "drafter": str(drafter or "shipped"),
                "engine_kind": engine, "engine": run.url, "engine_drafter": run.drafter,
-               "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s}
+               "engine_launched_here": run.launched_here, "engine_startup_s": run.startup_s,
+               "draft_sample_method": method, "verify_rule": rule if temperature else "greedy",
+               "concurrency": concurrency}
     agree = agreement(ref_ids, out)
     steps = step_agreement(ref_stats, run.timings)
     if steps is not None:
@@ -257,19 +249,18 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
     return Comparison(setting, ref, eng, delta, agree, tol, kind, verdict, warns, notes, log)
 
 
-def step_agreement(ref_stats, details) -> dict | None:
-    """Per request, the engine's own per-step accepted counts (vLLM's `per_step_accepted`, at
-    `--per-request-spec-decode-metrics detailed`) against the reference loop's, step by step, and
-    each request's tau: None when the engine gave no per-request metrics."""
-    specs = [(d or {}).get("speculative_decoding") for d in (details or [])]
-    if not specs or any(sp is None or "per_step_accepted" not in sp for sp in specs):
-        return None
-    same = [list(sp["per_step_accepted"]) == list(st.accept_counts) for sp, st in zip(specs, ref_stats)]
-    return {"per_step_identical": sum(same), "per_step_first_differing": next(
-                (i for i, ok in enumerate(same) if not ok), None),
-            "per_request_tau_engine": [sp.get("mean_acceptance_length") for sp in specs],
-            "per_request_tau_reference": [1 + sum(st.accept_counts) / len(st.accept_counts)
-                                          if st.accept_counts else None for st in ref_stats]}
+def draft_method(e, asked: str | None) -> tuple[str | None, str | None]:
+    """(the engine's draft-sampling setting, the kit's verify rule for it at T > 0): the one asked
+    for, else the engine's default (first in its entry's `draft_methods`); (None, None) for an
+    engine without the setting, which is refused when one is asked for."""
+    if not e.draft_methods:
+        if asked is not None:
+            raise ValueError(f"{e.label} takes no draft_sample_method (asked {asked!r})")
+        return None, None
+    method = asked or next(iter(e.draft_methods))
+    if method not in e.draft_methods:
+        raise ValueError(f"draft_sample_method {method!r}: {e.label} takes {list(e.draft_methods)}")
+    return method, e.draft_methods[method]
 
 
 def broken_copy(e, fault: str, src, target, launched: bool):

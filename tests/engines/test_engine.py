@@ -95,6 +95,20 @@ def test_real_vllm_log_lines_parse_and_agree_with_counters(healthy, server):
     assert v["accept_length"] == pytest.approx(1 + total.num_accepted_tokens / total.num_drafts, abs=1e-9)
 
 
+def test_greedy_acceptance_is_flat_across_concurrency(healthy, server, pair):
+    """T = 0, the same 16 prompts x 64 tokens sent one at a time and four at a time (the shared
+    fixture sent all 16 at once): the engine's tau stays within the greedy tolerance of the
+    reference loop's at every concurrency, so batch size does not move acceptance."""
+    taus = {16: healthy.engine.accept_length}
+    for c in (1, 4):
+        res = compare(prompts=code_prompts(), depth=K, max_new_tokens=64, server=server, pair=pair,
+                      concurrency=c)
+        assert res.verdict_kind == "match" and res.setting["concurrency"] == c, res.verdict
+        taus[c] = res.engine.accept_length
+    print(taus, healthy.reference.accept_length)
+    assert max(taus.values()) - min(taus.values()) <= GREEDY_TAU_TOL, taus
+
+
 def test_server_started_reused_and_port_conflict(server):
     assert server.running() and len(server.group_pids()) >= 1
     assert serve(CODE_TARGET, CODE_DRAFTER_SPECULATORS, K) is server and server.reused >= 1

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 
 from eagle_nb.engines import (Counters, infer_sglang_formula, metrics_from_counters, parse_log,
                               parse_metrics, write_broken_drafter)
-from eagle_nb.engines.comparison import agreement, judge
+from eagle_nb.engines.agreement import agreement
+from eagle_nb.engines.comparison import judge
 from eagle_nb.loop.metrics import acceptance_metrics
 from eagle_nb.io.paths import CODE_DRAFTER_SPECULATORS, CODE_TARGET
 
