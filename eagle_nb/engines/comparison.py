@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eagle_nb.engines import registry
+from eagle_nb.engines import sampling_probe as SP
 from eagle_nb.engines.agreement import agreement, step_agreement
 from eagle_nb.engines.engine_run import run_on_engine, unavailable_reason
 from eagle_nb.engines.metrics import Counters
@@ -80,7 +81,7 @@ class Comparison:
     engine_counters: Counters
     agreement: dict
     tolerance: dict
-    verdict_kind: str                          # match | under-accepts | over-accepts | unknown | not-run
+    verdict_kind: str          # match | under-accepts | over-accepts | unknown | not-run | engine-sampling-broken
     verdict: str
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -215,10 +216,16 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                                "engine_kind": engine},
                               ref, None, Counters("none"), {"available": False, "prompts": len(prompts)},
                               {}, "not-run", f"engine not run: {reason}", [], notes, None)
+    then = None
+    if temperature and e.complete is not None:     # the engine's sampled path, probed near T = 0
+        greedy = reference_run(pair, prompts, depth=depth, max_new_tokens=max_new_tokens, temperature=0.0,
+                               seed=seed, ablations=ablations)[1]
+        then = lambda u: SP.near_greedy(e, u, ids, greedy, max_new_tokens, seed)   # noqa: E731
     run = run_on_engine(engine, ids, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
                         url=url, server=server, target=target,
                         drafter=engine_drafter or drafter or default, depth=depth,
-                        startup_timeout=startup_timeout, server_kw=server_kw, concurrency=concurrency)
+                        startup_timeout=startup_timeout, server_kw=server_kw, concurrency=concurrency,
+                        then=then)
     delta, out, log = run.counters, run.outputs, run.log
     if e.sampling_note and temperature:
         notes.append(e.sampling_note)
@@ -233,6 +240,8 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
         notes.append(f"{delta.engine} exposes gauges of its last log interval, not counters: "
                      f"{delta.gauges}; read its log with `parse_log` for acceptance over time")
     kind, verdict, tol = judge(ref, eng, temperature, tau_tol, pos_tol)
+    if run.after is not None and not run.after["ok"]:
+        kind, verdict = "engine-sampling-broken", SP.verdict(run.after, e.label)
     for w in warns:
         warnings.warn(w, stacklevel=2)
     setting = {"depth": depth, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
@@ -243,6 +252,8 @@ def compare(target=None, drafter=None, prompts=None, *, depth: int = 4, max_new_
                "draft_sample_method": method, "verify_rule": rule if temperature else "greedy",
                "concurrency": concurrency}
     agree = agreement(ref_ids, out)
+    if run.after is not None:
+        agree["near_greedy"] = run.after
     steps = step_agreement(ref_stats, run.timings)
     if steps is not None:
         agree.update(steps)

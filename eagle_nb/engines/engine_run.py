@@ -25,6 +25,7 @@ class EngineRun:
     launched_here: bool = False
     startup_s: float | None = None
     timings: list = field(default_factory=list)   # per answer, where the engine returns them
+    after: object = None                       # what `then(url)` returned, run after the counters
 
 
 def unavailable_reason(engine: str) -> str | None:
@@ -58,9 +59,11 @@ def read_log(e, server, counters: Counters, timeout: float = 10.0) -> ParsedLog:
 
 def run_on_engine(engine: str, ids, *, max_new_tokens: int, temperature: float, seed: int,
                   url=None, server=None, target=None, drafter=None, depth: int = 4,
-                  startup_timeout: float = 900.0, server_kw=None, concurrency: int | None = None) -> EngineRun:
+                  startup_timeout: float = 900.0, server_kw=None, concurrency: int | None = None,
+                  then=None) -> EngineRun:
     """Send `ids` (token-id prompts) to the engine, `concurrency` requests in flight where the
-    engine's entry takes it, and return the counter delta and outputs."""
+    engine's entry takes it, and return the counter delta and outputs. `then(url)` runs on the
+    same server once the counters are read (a probe whose traffic is not counted)."""
     e = registry.entry(engine)
     if concurrency is not None and not e.concurrency:
         raise ValueError(f"{e.label}: the kit sends its requests one at a time; concurrency "
@@ -76,9 +79,10 @@ def run_on_engine(engine: str, ids, *, max_new_tokens: int, temperature: float, 
         out, timings = e.complete(u, ids, max_new_tokens, temperature, seed, **more)
         after = e.settle(lambda: scrape(u), before, out) if e.settle else scrape(u)
         log = None if server is None else read_log(e, server, after)
+        extra = then(u) if then is not None else None
     finally:
         if own is not None:
             own.stop()
     return EngineRun(after - before, out, log, url or server.url,
                      None if url else str(getattr(server, "drafter", drafter)), own is not None,
-                     getattr(own, "startup_s", None), timings)
+                     getattr(own, "startup_s", None), timings, extra)

@@ -66,3 +66,24 @@ def test_concurrency_is_refused_for_an_engine_that_sends_one_at_a_time():
     with pytest.raises(ValueError, match="one at a time"):
         run_on_engine("llama.cpp", [[1]], max_new_tokens=4, temperature=0.0, seed=0,
                       url="http://127.0.0.1:9", concurrency=4)
+
+
+def test_near_greedy_probe_counts_outputs_equal_to_greedy():
+    """The probe sends the prompts at T = 0.01 and counts outputs equal to greedy over greedy's
+    length; below half, its verdict says the engine's sampled path is broken, naming the counts."""
+    from types import SimpleNamespace
+
+    from eagle_nb.engines import sampling_probe as SP
+    greedy = [[1, 2, 3], [4, 5], [6], [7, 8]]
+    sent = []
+
+    def engine(outputs):
+        def complete(url, ids, n, t, seed):
+            sent.append(t)
+            return outputs, None
+        return SimpleNamespace(complete=complete)
+    ok = SP.near_greedy(engine([[1, 2, 3, 9], [4, 5], [6], [7, 0]]), "u", [[0]] * 4, greedy, 8, 3)
+    assert ok == {"temperature": SP.NEAR_GREEDY_T, "identical": 3, "prompts": 4, "ok": True}
+    bad = SP.near_greedy(engine([[1, 9], None, [0], [7, 8]]), "u", [[0]] * 4, greedy, 8, 3)
+    assert bad["identical"] == 1 and not bad["ok"] and sent == [SP.NEAR_GREEDY_T] * 2
+    assert "1 of 4 prompts" in SP.verdict(bad, "vLLM") and "compare at T = 0" in SP.verdict(bad, "vLLM")
