@@ -71,15 +71,16 @@ def vllm_command(python, target, drafter, depth: int, port: int, *, dtype: str, 
     its one worker inside the server process: each spawned process re-imports vLLM (~15 s on this
     CPU), so start-up is shorter; turn it off for tensor/pipeline parallel. `speculative_config`
     replaces the EAGLE-3 one built from `drafter` and `depth` (e.g. extract_hidden_states), with
-    `draft_sample_method` added when given."""
+    `draft_sample_method` added when given; depth 0 without one: no speculation (the baseline)."""
     spec = speculative_config or {"method": "eagle3", "model": str(drafter),
                                   "num_speculative_tokens": int(depth)}
     spec = {**spec, "draft_sample_method": draft_sample_method} if draft_sample_method else spec
+    flag = ["--speculative-config", json.dumps(spec)] if depth or speculative_config else []
     return [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
-            "--speculative-config", json.dumps(spec), "--host", HOST, "--port", str(port),
+            *flag, "--host", HOST, "--port", str(port),
             "--dtype", dtype, "--enforce-eager", "--max-model-len", str(max_model_len),
             *(["--distributed-executor-backend", "uni"] if single_process else []),
-            "--per-request-spec-decode-metrics", "detailed", *extra_args]
+            *(["--per-request-spec-decode-metrics", "detailed"] if flag else []), *extra_args]
 
 
 class VllmServer(Server):
@@ -104,8 +105,7 @@ class VllmServer(Server):
                             draft_sample_method=self.draft_sample_method)
 
     def engine_env(self) -> dict:
-        # VLLM_CPU_KVCACHE_SPACE: GiB of KV cache on CPU (the default takes far more than a small
-        # pair needs); stats every second so short runs still log SpecDecoding lines.
+        # GiB of KV cache on CPU (the default is far more than a small pair needs); stats each second
         env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOG_STATS_INTERVAL": "1"}
         return {**env, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"} if self.single_process else env
 

@@ -38,6 +38,8 @@ def test_vllm_command_carries_the_draft_sample_method():
     assert "draft_sample_method" not in plain and plain["num_speculative_tokens"] == 4
     asked = spec(vllm_command("py", "T", "D", 4, 8000, draft_sample_method="probabilistic", **base))
     assert asked == {**plain, "draft_sample_method": "probabilistic"}
+    off = vllm_command("py", "T", "D", 0, 8000, **base)      # the baseline: vLLM refuses the metrics flag there
+    assert "--speculative-config" not in off and "--per-request-spec-decode-metrics" not in off
 
 
 @pytest.mark.parametrize("concurrency, most", [(1, 1), (3, 3), (None, 6)])
