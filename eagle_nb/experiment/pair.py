@@ -171,12 +171,20 @@ class Pair:
             outputs.append(self.tokenizer.decode(toks))
             if check_reference and s.temperature == 0:
                 ref_target = w.target if s.conditions else self.target   # a condition's target
-                ref, t = greedy_reference(ref_target, ids, s.max_new_tokens, eos_token_id=eos)
+                ref, t = self._greedy(ref_target, ids, s.max_new_tokens, eos)
                 match.append(ref == toks)
                 ref_s += t
         wiring = {**w.describe(), "target": self.target_path or "shipped", "drafter": self.drafter_path}
         return RunResult(s, list(prompts), outputs, stats, from_stats(stats), wiring,
                          match if match else None, ref_s or None, list(w.notes))
+
+    def _greedy(self, target, ids, max_new_tokens: int, eos):
+        """Target-only greedy decoding of `ids` and its seconds, once per target and prompt: every
+        fault's reference check decodes the same target (a condition's target is another)."""
+        key = ("greedy", id(target), tuple(ids.reshape(-1).tolist()), max_new_tokens, eos)
+        if key not in self._cache:
+            self._cache[key] = greedy_reference(target, ids, max_new_tokens, eos_token_id=eos)
+        return self._cache[key]
 
     def sweep(self, prompts, settings, *, progress: bool = True) -> Sweep:
         """Run every setting once (cached) over the same prompts."""

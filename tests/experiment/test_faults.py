@@ -129,6 +129,24 @@ def test_run_is_cached_per_setting_and_sweep_regroups(pair):
     assert dataclasses.is_dataclass(r.setting)
 
 
+def test_reference_check_decodes_the_target_once_per_prompt(pair, monkeypatch):
+    """Reference checks of several faults on the same prompts decode the target-only greedy
+    reference once per prompt (it is the same target), and every run still matches it."""
+    import eagle_nb.experiment.pair as P
+    calls = []
+    real = P.greedy_reference
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(P, "greedy_reference", counted)
+    prompts = code_prompts(2)
+    runs = [pair.run(prompts, depth=2, max_new_tokens=7, faults=f, check_reference=True, progress=False)
+            for f in ((), ("fc-bypass",), ("d2t-absolute",))]
+    assert len(calls) == 2 and all(r.matches_target_greedy for r in runs)
+    assert len({r.reference_s for r in runs}) == 1          # the one decode's seconds
+
+
 def test_faults_that_need_another_pair_apply_where_they_can(pair):
     """The faults that do not apply to the shipped pair undo what another fault set up: the
     target's embedding over a random one, the default ids over shifted ones, a dropped
