@@ -38,9 +38,10 @@ def add_parser(sub):
                    help="new tokens generated per prompt (default: 64 at T=0, 32 at T > 0)")
     options.temperature(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--observed", metavar="FILE", help="an engine's log (" + labels + "), or a JSON "
-                   "or JSON-lines file of " + readers + " responses with per-request metrics "
-                   "(read as responses when it starts with '{' or '[' and parses as JSON)")
+    g.add_argument("--observed", metavar="FILE", action="append", help="an engine's log (" + labels +
+                   "), or a JSON or JSON-lines file of " + readers + " responses with per-request "
+                   "metrics (read as responses when it starts with '{' or '[' and parses as JSON); "
+                   "repeat it for the same pair at other batch sizes: at T = 0 their tau must agree")
     g.add_argument("--observed-url", metavar="URL", help="an engine's server (reads /metrics)")
     g.add_argument("--observed-tau", type=float, metavar="X", help="the engine's mean acceptance length")
     p.add_argument("--observed-per-position", metavar="A,B,...",
@@ -74,7 +75,8 @@ def run(a) -> int:
                              f"{a.observed_per_position!r}")
     d = doctor(a.drafter, a.target, depth=a.depth, prompts=a.prompts, n_prompts=a.n_prompts,
                max_new_tokens=a.max_new_tokens, temperature=a.temperature,
-               observed_log=a.observed, observed_url=a.observed_url, observed_tau=a.observed_tau,
+               observed_log=a.observed if a.observed and len(a.observed) > 1 else (a.observed or [None])[0],
+               observed_url=a.observed_url, observed_tau=a.observed_tau,
                observed_per_position=per, dynamic=not a.static_only, progress=not a.json,
                features=a.features, trust_remote_code=a.trust_remote_code,
                train_log=a.train_log, train_acc=a.train_acc, conditions=tuple(a.condition))

@@ -22,7 +22,8 @@ STATUSES = ("pass", "warn", "fail", "skip")
 SCHEMA = {
     "schema_version": "int, bumped whenever a field is added, removed or renamed",
     "verdict": {
-        "cause": "name of the most likely fault, 'healthy', or 'undetermined'",
+        "cause": "name of the most likely fault, 'healthy', 'engine' (greedy observations of one "
+                 "pair disagree), or 'undetermined'",
         "summary": "one sentence a user can act on",
         "fix": "what to change (empty when healthy)",
         "confidence": "'high' | 'medium' | 'low'",
@@ -30,7 +31,7 @@ SCHEMA = {
                  "'observation' (ranked against measured profiles), 'probe', 'signature' (the "
                  "target could not run: ranked against the catalogue's measured fault signatures), "
                  "'recording' (signatures relative to a healthy tau replayed from a recording), "
-                 "or 'none'",
+                 "'observations' (several observations disagree), or 'none'",
         "also_consistent": "other fault names that explain the observation about as well",
     },
     "checks": [{

@@ -18,14 +18,19 @@ from eagle_nb.recordings.recording import Recording
 
 
 def observe(st) -> None:
-    """Fill `obs`, `k`, `train`, `target_path`, `pre`, `recorded`, `inputs` and the plan in `notes`."""
+    """Fill `obs` (and `observations`, when several were given), `k`, `train`, `target_path`, `pre`,
+    `recorded`, `inputs` and the plan in `notes`."""
     if st.target is None:       # a shipped drafter's own target, else the default pair's
         files = pair_for(drafter=st.drafter) if isinstance(st.drafter, (str, Path)) else None
         st.target_path = shipped(files.target if files else SHIPPED_TARGET, "the shipped target")
     else:
         st.target_path = st.target
-    st.obs = read_observation(log=st.observed_log, url=st.observed_url, tau=st.observed_tau,
+    logs = st.observed_log if isinstance(st.observed_log, (list, tuple)) else [st.observed_log]
+    st.observations = [read_observation(log=p, depth=st.depth) for p in logs[1:]]
+    st.obs = read_observation(log=logs[0], url=st.observed_url, tau=st.observed_tau,
                               per_position=st.observed_per_position, depth=st.depth)
+    if st.observations:        # several logs or response files: the first is ranked, all compared
+        st.observations.insert(0, st.obs)
     st.k = st.depth or (st.obs.depth if st.obs is not None and st.obs.depth else 4)
     st.train = training.read_training(st.train_log, st.train_acc)
     st.inputs = {"target": str(st.target_path), "drafter": str(st.drafter), "depth": st.k,

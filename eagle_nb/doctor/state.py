@@ -29,7 +29,7 @@ class State:
     n_prompts: int | None = None
     max_new_tokens: int | None = None
     temperature: float = 0.0
-    observed_log: object = None
+    observed_log: object = None         # a path, or several (the same pair at other batch sizes)
     observed_url: str | None = None
     observed_tau: float | None = None
     observed_per_position: object = None
@@ -45,6 +45,7 @@ class State:
     # -- observe: the observation, the depth, the plan ---------------------------------------------
     target_path: object = None
     obs: object = None                  # engines.observation.Observation or None
+    observations: list = field(default_factory=list)   # every one, when several logs were given
     k: int = 4                          # the depth every prediction is made at
     train: object = None                # what training reported (io.train_logs.TrainAccuracy) or None
     pre: object = None                  # preflight.Preflight of the target (None: a loaded pair)

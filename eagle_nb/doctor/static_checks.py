@@ -17,6 +17,7 @@ from pathlib import Path
 from eagle_nb.checkpoints import registry
 from eagle_nb.doctor import checks_drafter as D
 from eagle_nb.doctor import checks_target as T
+from eagle_nb.doctor import observations
 from eagle_nb.doctor.diagnosis import Check
 from eagle_nb.doctor.target_meta import TargetMeta, target_meta
 from eagle_nb.io.weight_files import CheckpointError
@@ -51,7 +52,8 @@ def run_static(drafter, target=None) -> tuple[list[Check], object, dict, TargetM
 
 
 def static(st) -> None:
-    """Fill `checks`, `fmt`, `rep`, `state`, and `measurable` / `unreadable` when it cannot run."""
+    """Fill `checks`, `fmt`, `rep`, `state`, and `measurable` / `unreadable` when it cannot run;
+    several observations add the check that they agree (observations.py)."""
     try:
         fmt = registry.of_path(st.drafter)
         st.fmt = fmt.name
@@ -71,3 +73,6 @@ def static(st) -> None:
     elif st.dynamic and not st.rep.ok:
         st.measurable = False
         st.notes.append("dynamic part skipped: the checkpoint does not load strictly (see failed checks)")
+    agree = observations.agreement(st.observations)
+    if agree is not None:
+        st.checks.append(agree)

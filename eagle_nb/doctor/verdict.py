@@ -1,7 +1,8 @@
 """The doctor's last phase: the verdict, and the `Diagnosis` that carries it with everything found.
 
 The rules, in order: an unreadable drafter; a recognised engine crash; a failing check (its most
-severe fault, by the registry's `severity`); a probe that clearly raises tau; no observation to
+severe fault, by the registry's `severity`); greedy observations of one pair that disagree (the
+engine: observations.py); a probe that clearly raises tau; no observation to
 rank (a healthy verdict, or the warnings); then the top hypothesis of the ranking (hypotheses.py),
 measured on this pair (basis 'observation') or by the catalogue's signatures (basis 'signature' or
 'recording'), saying why it is first when that is not simply the nearest prediction. Knows the
@@ -12,6 +13,7 @@ from __future__ import annotations
 from eagle_nb.conditions import registry as C
 from eagle_nb.doctor import ranking, waterfall
 from eagle_nb.doctor.diagnosis import Diagnosis, Verdict
+from eagle_nb.doctor.observations import CHECK_ID as OBS_CHECK
 from eagle_nb.doctor.signatures import CONSISTENT_Z
 from eagle_nb.doctor.training import CHECK_ID as TRAIN_CHECK
 from eagle_nb.engines.crashes import recognise
@@ -39,6 +41,10 @@ def decide(st) -> Verdict:
         return Verdict(name, f"the engine log shows a known crash: {f.story}", f.fix, "high", "log")
     if fails:
         return static_verdict(st, fails)
+    apart = next((c for c in st.checks if c.id == OBS_CHECK and c.status == "warn"), None)
+    if apart is not None and st.temperature == 0:
+        return Verdict("engine", "greedy acceptance moves between the observations of one pair, which "
+                       f"no drafter fault can do: {apart.evidence}", apart.fix, "high", "observations")
     better = [p for p in st.probes if p.better]
     if better:
         best = max(better, key=lambda p: p.tau)
