@@ -352,8 +352,7 @@ def test_07_serving_conditions(built):
     assert tau["vocabulary-coverage"] < tau["healthy"], tau
     cat = r["catalogue_tau"]
     assert "healthy" in cat and all(t is None or t >= 1 for t in cat.values())
-    w = r["waterfall"]
-    steps = w["steps"]
+    w, steps = r["waterfall"], r["waterfall_steps"]
     sent = steps[f"template as sent: {w['planted']}"]
     assert w["cause"] == w["planted"]
     assert steps["your prompts, as trained"] == tau["healthy"], (steps, tau)
