@@ -62,7 +62,9 @@ _EXPORTS = {
     "quantize_rtn": "conditions.quantize", "quantize_q4_1": "conditions.quantize",
     "compare_precision": "conditions.precision", "TEMPLATE_MODES": "conditions.templates",
     "render_mode": "conditions.templates", "encode_mode": "conditions.templates",
-    "CONDITIONS": "conditions.registry",
+    "CONDITIONS": "conditions.registry", "condition_sweep": "experiment.condition_runs",
+    "planted_requests": "conditions.workload_summary", "write_prompt_rows": "io.prompts",
+    "template_kind": "conditions.templates",
 }
 _RENAMED = {"diagnose": "doctor"}
 # Modules the notebooks use as namespaces (`plots.plot_acceptance(...)`).

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from eagle_nb.conditions.condition_fns import CONTEXT_SHARE
 from eagle_nb.conditions.context_limits import check_context, context_fields
-from eagle_nb.conditions.templates import CHATML_START, parse_chatml
+from eagle_nb.conditions.templates import CHATML, CHATML_START, parse_chatml
 from eagle_nb.io.prompts import Chat
 
 SAMPLE = 64             # requests measured from a larger workload unless told (doctor --n-prompts)
@@ -231,3 +231,17 @@ def context(w: Workload, lengths: list, numbers: list, depth: int, target_cfg, d
                          f"({lim} positions with {w.new_tokens} new tokens): shorten them or lower "
                          "--max-new-tokens")
     return keep
+
+
+def planted_requests(prompts, template: str) -> tuple[list[dict], str]:
+    """(prompt-file rows, the template condition they are served under): `prompts` as a client
+    that gets the template wrong sends them, for a target whose tokenizer has `template`: the
+    user's text alone where the target has a chat template (a completions endpoint: template-raw),
+    rendered between ChatML markers where it has none (chat-template-mismatch). A planted case
+    for the doctor's workload phase (notebook 07)."""
+    if template not in ("chatml", "other", "none"):
+        raise ValueError(f"the target's template must be known (chatml, other or none), got {template!r}")
+    form = "raw" if template in ("chatml", "other") else "rendered"
+    text = [p.text if isinstance(p, Chat) else p for p in prompts]
+    rows = [{"prompt": t if form == "raw" else CHATML.format(text=t)} for t in text]
+    return rows, CHOICES[(form, template)]

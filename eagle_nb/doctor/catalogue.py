@@ -32,6 +32,16 @@ def load(path=None) -> dict:
         return json.load(f)
 
 
+def of_pair(target=None, drafter=None) -> tuple[dict, str]:
+    """(the catalogue measured on the shipped pair `target` / `drafter` belong to, its pair's name);
+    for a pair that is not shipped, the default pair's, named as such (nothing was measured on it)."""
+    from eagle_nb.io.paths import SHIPPED, pair_for
+    pf = pair_for(target, drafter)
+    if pf is None:
+        return load(), f"{SHIPPED.name} (the default pair: no catalogue was measured on yours)"
+    return load(pf.catalogue), pf.name
+
+
 def frame(cat: dict):
     """The catalogue as a pandas DataFrame: one row per fault, τ and per-position per temperature."""
     import pandas as pd
@@ -45,6 +55,37 @@ def frame(cat: dict):
         row["note"] = r.get("error_text") or (f"n/a: {r['not_applicable']}" if r["not_applicable"] else "")
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def conditions_frame(cat: dict, temperature: float = 0.0):
+    """The catalogue's serving conditions as a pandas DataFrame beside its healthy row: τ, its 95%
+    interval, the change from healthy and the per-position acceptance at `temperature`, or why the
+    condition does not apply to the pair."""
+    import pandas as pd
+    t = str(float(temperature))
+    base = next(r for r in cat["rows"] if r["fault"] == HEALTHY)["results"].get(t)
+    rows = [{"condition": HEALTHY, "family": "", "result": base, "note": ""}]
+    rows += [{"condition": r["condition"], "family": r["family"], "result": r["results"].get(t),
+              "note": f"not applicable: {r['not_applicable']}" if r["not_applicable"] else ""}
+             for r in cat.get("conditions") or []]
+    out = []
+    for r in rows:
+        res = r.pop("result")
+        lo, hi = interval(res) if res and "tau_se" in res else (None, None)
+        out.append({**r, "tau": None if not res else round(res["tau"], 3),
+                    "95% interval": "" if lo is None else f"[{lo:.2f}, {hi:.2f}]",
+                    "vs healthy": None if not (res and base) else round(res["tau"] - base["tau"], 3),
+                    "per-position": "" if not res else " / ".join(f"{x:.2f}" for x in res["per_position"])})
+    cols = ["condition", "family", "tau", "95% interval", "vs healthy", "per-position", "note"]
+    return pd.DataFrame(out)[cols].set_index("condition")
+
+
+def condition_taus(cat: dict, temperature: float = 0.0) -> dict:
+    """{'healthy' and each condition: its τ at `temperature`, None where it was not measured}."""
+    t = str(float(temperature))
+    rows = [(HEALTHY, next(r for r in cat["rows"] if r["fault"] == HEALTHY)["results"])]
+    rows += [(r["condition"], r["results"]) for r in cat.get("conditions") or []]
+    return {n: res[t]["tau"] if t in res else None for n, res in rows}
 
 
 def row(f, results: dict | None = None, not_applicable: str | None = None) -> dict:

@@ -135,3 +135,17 @@ def check_prompts(prompts) -> list:
         if not p:
             raise PromptError(f"prompt {i} is empty")
     return prompts
+
+
+def write_prompt_rows(path, rows) -> "Path":
+    """Write `rows` ({'prompt': str or Chat, other fields}) as a prompt file `read_prompt_rows`
+    reads back; returns the path."""
+    from pathlib import Path
+    lines = []
+    for row in rows:
+        p = row["prompt"]
+        head = {"messages": p.as_dicts()} if isinstance(p, Chat) else {"prompt": p}
+        lines.append(json.dumps({**head, **{k: v for k, v in row.items() if k != "prompt"}}))
+    path = Path(path)
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -164,10 +164,11 @@ def plot_depth_overview(curves: dict, at_k: dict, depth: int) -> Figure:
     return fig
 
 
-def plot_fault_cost(results: dict, title: str | None = None) -> Figure:
+def plot_fault_cost(results: dict, title: str | None = None, what: str = "fault") -> Figure:
     """Which fault costs how much: tau of every setting at one depth as bars (healthy first, the
     tau = 1 floor of no speculation gain marked), beside each one's per-position acceptance.
-    `results`: {label: RunResult} at one depth and temperature (e.g. `Sweep.by_label`)."""
+    `results`: {label: RunResult} at one depth and temperature (e.g. `Sweep.by_label`); `what` the
+    settings are (faults, or serving conditions in notebook 07)."""
     names = list(results)
     fig, (a, b) = new_axes(None, ncols=2, size=(4.6, 0.32 * len(names) + 2.0))
     taus = [results[n].metrics.accept_length for n in names]
@@ -179,7 +180,7 @@ def plot_fault_cost(results: dict, title: str | None = None) -> Figure:
     a.axvline(1.0, color=GUIDE_COLOR, ls="-.", lw=0.8)
     a.set_yticks(y, [plain(n) for n in names])
     a.set(xlabel="τ (mean acceptance length; 1 = no gain)", xlim=(0, max(taus + [1.0]) * 1.18),
-          title="τ per fault")
+          title=f"τ per {what}")
     for n in names:
         m = results[n].metrics
         b.plot(range(1, m.depth + 1), m.per_position_acceptance, label=n, **line_style(n))

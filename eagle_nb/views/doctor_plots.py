@@ -1,6 +1,7 @@
 """Figures and tables of a `diagnosis.Diagnosis`: predicted τ per hypothesis against what the engine
-reported, the per-position profiles of the best-fitting hypotheses, training beside serving, and
-where the acceptance goes from training to the engine (the waterfall).
+reported, the per-position profiles of the best-fitting hypotheses, training beside serving,
+where the acceptance goes from training to the engine (the waterfall), and the catalogue's serving
+conditions beside the healthy pair.
 
 Takes the Diagnosis (plain data) and returns a `matplotlib.figure.Figure` in the kit's one
 convention (`views.palette`: healthy and each fault in their own colours, the rest neutral) or a
@@ -17,6 +18,8 @@ from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.io.train_logs import INDEPENDENT
 from eagle_nb.views.palette import (
     ACCEPT_COLOR,
+    bar_style,
+    line_style,
     ENGINE_COLOR,
     GUIDE_COLOR,
     FONT,
@@ -175,4 +178,42 @@ def plot_waterfall(d) -> Figure:
     ax.set_xlabel(f"τ at depth {w['depth']} (accepted tokens per verify step)")
     ax.set_title("where the acceptance goes: training to the engine, each step measured")
     style_axes(ax)
+    return fig
+
+
+def plot_condition_catalogue(frame: pd.DataFrame, title: str | None = None) -> Figure:
+    """The serving conditions of a measured catalogue (`catalogue.conditions_frame`): τ per
+    condition as bars with its 95% interval, the healthy pair's τ marked, a condition that does not
+    apply to the pair labelled n/a; beside them each one's per-position acceptance."""
+    names = list(frame.index)
+    fig = new_figure((9.0, 0.3 * len(names) + 2.0))
+    a, b = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    y = list(range(len(names)))[::-1]
+    base = frame.loc[HEALTHY, "tau"] if HEALTHY in frame.index else None
+    for yi, n in zip(y, names):
+        row = frame.loc[n]
+        if row["tau"] is None or row["tau"] != row["tau"]:
+            a.text(1.02, yi, "n/a on this pair", va="center", fontsize=FONT, color=NEUTRAL_COLOR)
+            continue
+        err = None
+        if row["95% interval"]:
+            lo, hi = (float(x) for x in row["95% interval"].strip("[]").split(","))
+            err = [[row["tau"] - lo], [hi - row["tau"]]]
+        a.barh(yi, row["tau"], xerr=err, error_kw={"lw": 0.8, "capsize": 2}, **bar_style(n))
+        a.text(row["tau"] + 0.03, yi + 0.3, f"{row['tau']:.2f}", va="center", fontsize=FONT)
+        per = [float(x) for x in row["per-position"].split(" / ")]
+        b.plot(range(1, len(per) + 1), per, label=n, **line_style(n))
+    if base is not None:
+        a.axvline(base, color=GUIDE_COLOR, ls="--", lw=0.8)
+    a.axvline(1.0, color=GUIDE_COLOR, ls="-.", lw=0.8)
+    top = max([t for t in frame["tau"] if t == t and t is not None] + [1.0])
+    a.set_yticks(y, [plain(n) for n in names])
+    a.set(xlabel="τ with 95% interval (dashed: healthy)", xlim=(0.9, top * 1.2), title="τ per condition")
+    b.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
+          title="per-position acceptance (vLLM)")
+    b.xaxis.get_major_locator().set_params(integer=True)
+    for ax in (a, b):
+        style_axes(ax)
+    if title:
+        fig.suptitle(plain(title), fontsize=FONT + 1.5)
     return fig

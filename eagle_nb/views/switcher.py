@@ -167,9 +167,11 @@ def _state_html(fig, table, lines, notes=(), alt: str = "acceptance plot") -> st
     return f"{img}{table.to_html(border=0)}<pre>{pre}</pre>" + (f"<ul>{note}</ul>" if note else "")
 
 
-def ablation_switcher(sweep, temperature: float | None = None, default=None) -> StaticSwitcher:
+def ablation_switcher(sweep, temperature: float | None = None, default=None, axis: str = "fault",
+                      title: str = "Precomputed ablations") -> StaticSwitcher:
     """Notebook 03's report panel: every setting x depth of the sweep (at one temperature), each
-    beside healthy at the same depth. The sweep must hold the healthy setting at every depth."""
+    beside healthy at the same depth. The sweep must hold the healthy setting at every depth.
+    Notebook 07 switches serving conditions with it (`axis="condition"`)."""
     T = sweep.temperatures[0] if temperature is None else float(temperature)
     runs = [r for r in sweep if r.setting.temperature == T]
     labels = list(dict.fromkeys([HEALTHY] + [r.label for r in runs]))
@@ -188,9 +190,10 @@ def ablation_switcher(sweep, temperature: float | None = None, default=None) -> 
         states[(f, k)] = _state_html(fig, plots.metrics_table(shown).iloc[:10], lines, r.notes,
                                      alt=f"{f}, k={k}, T={T:g}")
     s0 = runs[0].setting
-    sw = StaticSwitcher("Precomputed ablations (switch in the page; no kernel needed)",
-                        {"fault": labels, "depth": depths}, states,
-                        default=default or (FC_BYPASS if FC_BYPASS in labels else labels[0],
+    first = FC_BYPASS if FC_BYPASS in labels else labels[min(1, len(labels) - 1)]
+    sw = StaticSwitcher(f"{title} (switch in the page; no kernel needed)",
+                        {axis: labels, "depth": depths}, states,
+                        default=default or (first,
                                             depths[len(depths) // 2]),
                         note=f"{len(runs[0].prompts)} prompts, {s0.max_new_tokens} new tokens each, "
                              f"temperature {T:g}, seed {s0.seed}.")

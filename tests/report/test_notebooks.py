@@ -208,7 +208,7 @@ def test_index_tells_the_fault_story(built):
         for k in (2, 4, 6):
             assert f"03_fc_bypass_ablation.html#fault={f.replace('+', '%2B')}&amp;depth={k}'" in page
     with_workload = [p for p in NOTEBOOKS if "report_workload(" in p.read_text()]
-    assert len(with_workload) >= 4 and page.count("prompts × 32 new tokens") >= len(with_workload)
+    assert len(with_workload) >= 4 and len(re.findall(r"\d+ prompts × \d+ new tokens", page)) >= len(with_workload)
     assert long_floats(page) == []
     cost = rec(built, "03_fc_bypass_ablation")["fault_cost_tau"]
     assert set(cost) == {"healthy"} | set(PANEL)
@@ -337,3 +337,28 @@ def test_06_doctor_verdicts(built):
     seed = r["seed_case"]
     assert seed["cause"] == "wrapper-capture" == seed["top"][0] and seed["basis"] == "signature"
     assert seed["layout"] == "warn" and seed["depth"] == 4
+
+
+def test_07_serving_conditions(built):
+    """Every live condition has a tau or says why it does not apply here, never both; the
+    vocabulary cut costs acceptance; the planted case (requests sent under a template condition,
+    the engine reporting the pair's tau under it) is named by the doctor, its waterfall starts the
+    served steps from the healthy tau of the same prompts and loses acceptance at the template step;
+    the report switches every condition that ran at every depth."""
+    r = rec(built, "07_serving_conditions")
+    tau, na = r["tau"], r["not_applicable"]
+    assert "healthy" in tau and not set(tau) & set(na) and len(tau) + len(na) == len(r["seconds"])
+    assert all(why for why in na.values())
+    assert tau["vocabulary-coverage"] < tau["healthy"], tau
+    cat = r["catalogue_tau"]
+    assert "healthy" in cat and all(t is None or t >= 1 for t in cat.values())
+    w, steps = r["waterfall"], r["waterfall_steps"]
+    sent = steps[f"template as sent: {w['planted']}"]
+    assert w["cause"] == w["planted"]
+    assert steps["your prompts, as trained"] == tau["healthy"], (steps, tau)
+    assert sent == steps["the engine (observed)"] and sent < steps["your prompts, as trained"], steps
+    html = html_of(built, "07_serving_conditions")
+    states = re.findall(r'<div class="enb-state" data-state="([^"]+)"', html)
+    depths = rec(built, "07_serving_conditions")["workload"]["depths"]
+    assert len(states) == len(tau) * len(depths), states
+    assert f"condition=vocabulary-coverage&amp;depth={depths[0]}" in states
