@@ -86,9 +86,10 @@ def measured_verdict(st, ranked) -> Verdict:
     also = ranking.ties(rows)
     warned = {f for c in st.checks if c.status == "warn" for f in c.faults}
     conf = ranking.confidence(rows, static_support=name in warned)
-    if name != HEALTHY and HEALTHY in also and name not in warned:
+    if name != HEALTHY and name not in C.BY_NAME and HEALTHY in also and name not in warned:
         # a tie with the pair as written: no fault is named on numbers alone that do not set it
-        # apart from healthy, unless a check of the files points at it
+        # apart from healthy, unless a check of the files points at it (a serving condition the
+        # user asked about is ranked as measured)
         dist = next(d for n, d, _ in rows if n == HEALTHY)
         also = [n for n, _, _ in rows if n in also + [name] and n != HEALTHY]
         name, conf = HEALTHY, "medium"

@@ -47,7 +47,8 @@ def test_list_notebooks_by_prefix_and_errors():
     """Default: the shipped notebooks in order; a prefix selects one; an unknown name fails."""
     names = [p.stem for p in report_execute.list_notebooks()]
     assert names == ["01_load_checkpoints", "02_hidden_state_shapes", "03_fc_bypass_ablation",
-                     "04_acceptance_vs_depth", "05_engine_vs_reference", "06_doctor"]
+                     "04_acceptance_vs_depth", "05_engine_vs_reference", "06_doctor",
+                     "07_serving_conditions"]
     assert [p.stem for p in report_execute.list_notebooks(["03"])] == ["03_fc_bypass_ablation"]
     with pytest.raises(ValueError, match="no notebook matches"):
         report_execute.list_notebooks(["99_nope"])
