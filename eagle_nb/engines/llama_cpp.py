@@ -142,7 +142,8 @@ class LlamaServer(Server):
         if Path(self.target_gguf).resolve() == Path(target_gguf or target).resolve():
             # NOTE: a GGUF served as given may be quantized; on an AMX CPU the repacked Q4_1 matmul
             # (ggml_backend_amx_mul_mat) segfaults in the first decode (llama.cpp of 0.3.36)
-            extra_args = ("--no-repack", *extra_args)
+            # without repacking, 2 threads never answered a 64-token request in 60 s; 1 took 1.1 s
+            extra_args, threads = ("--no-repack", *extra_args), 1 if threads is None else threads
         cmd = llama_command(llama_server_binary(binary), self.target_gguf, self.drafter_gguf, depth,
                             threads=threads, ctx=ctx, extra_args=extra_args)
         # LLAMA_TRACE: one "accepted k/n draft tokens" line per verify step in the log
