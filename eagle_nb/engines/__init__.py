@@ -20,7 +20,7 @@ _EXPORTS = {
     "VllmServer": "vllm", "serve": "vllm", "engine_unavailable_reason": "vllm",
     "LlamaServer": "llama_cpp", "llama_server_binary": "llama_cpp",
     "llama_unavailable_reason": "llama_cpp", "infer_sglang_formula": "sglang",
-    "write_broken_drafter": "broken", "ENGINES": "registry",
+    "write_broken_drafter": "broken", "ENGINES": "registry", "target_agreement": "target_only",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -82,10 +82,13 @@ def default_threads() -> int:
 
 def llama_command(binary, target_gguf, drafter_gguf, depth: int, port="{port}", *, threads: int | None = None,
                   ctx: int = 2048, extra_args=()) -> list[str]:
-    """One slot (requests run one at a time), greedy-friendly drafting (p-min 0), counters on."""
+    """One slot (requests run one at a time), greedy-friendly drafting (p-min 0), counters on.
+    `drafter_gguf` None: the target alone (no draft model, no speculation)."""
     threads = default_threads() if threads is None else threads
-    return [str(binary), "-m", str(target_gguf), "-md", str(drafter_gguf), "--spec-type", "draft-eagle3",
-            "--spec-draft-n-max", str(int(depth)), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0",
+    draft = [] if drafter_gguf is None else [
+        "-md", str(drafter_gguf), "--spec-type", "draft-eagle3", "--spec-draft-n-max", str(int(depth)),
+        "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
+    return [str(binary), "-m", str(target_gguf), *draft,
             "--host", "127.0.0.1", "--port", str(port), "-np", "1", "-c", str(ctx), "-t", str(threads),
             "--metrics", "--no-webui", "--no-warmup", *extra_args]
 
@@ -122,16 +125,25 @@ def as_gguf(path, role: str, target=None, fault: str | None = None) -> Path:
 
 class LlamaServer(Server):
     """One llama-server process group for a target and an EAGLE-3 drafter (HF directories, converted
-    and cached, or GGUF files). Same lifecycle as every server: context manager, stop(), atexit."""
+    and cached, or GGUF files); `drafter` None serves the target alone. `target_gguf`: the file
+    llama-server runs as the target (e.g. a quantized GGUF) while `target`, an HF directory, lends
+    the drafter's conversion its tokenizer and depth. Same lifecycle as every server: context
+    manager, stop(), atexit."""
 
     engine = NAME
     log_prefix = "eagle_nb_llama_"
 
     def __init__(self, target, drafter, depth: int = 4, *, binary=None, fault: str | None = None,
                  threads: int | None = None, ctx: int = 2048, extra_args=(), startup_timeout: float = 300.0,
-                 dtype: str | None = None, **kw):
-        self.target_gguf = as_gguf(target, "target")          # written float32 (checkpoints/gguf_write.py)
-        self.drafter_gguf = as_gguf(drafter, "drafter", target=target, fault=fault)
+                 dtype: str | None = None, target_gguf=None, **kw):
+        # an HF target is written float32 (checkpoints/gguf_write.py); a GGUF file is served as it is
+        self.target_gguf = as_gguf(target_gguf or target, "target")
+        self.drafter_gguf = None if drafter is None else as_gguf(drafter, "drafter", target=target, fault=fault)
+        if Path(self.target_gguf).resolve() == Path(target_gguf or target).resolve():
+            # NOTE: a GGUF served as given may be quantized; on an AMX CPU the repacked Q4_1 matmul
+            # (ggml_backend_amx_mul_mat) segfaults in the first decode (llama.cpp of 0.3.36)
+            # without repacking, 2 threads never answered a 64-token request in 60 s; 1 took 1.1 s
+            extra_args, threads = ("--no-repack", *extra_args), 1 if threads is None else threads
         cmd = llama_command(llama_server_binary(binary), self.target_gguf, self.drafter_gguf, depth,
                             threads=threads, ctx=ctx, extra_args=extra_args)
         # LLAMA_TRACE: one "accepted k/n draft tokens" line per verify step in the log

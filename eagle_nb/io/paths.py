@@ -40,6 +40,7 @@ class PairFiles:
     catalogue: Path                  # the fault catalogue measured on this pair (package data)
     drafter_metrics: Path            # what the kit's trainer wrote
     train_log: Path | None = None    # the trainer's log, in SafeAILab EAGLE's line format
+    target_gguf: Path | None = None  # the quantized file the target was dequantized from
 
 
 REAL = PairFiles("SmolLM2-135M-Instruct + eagle_nb drafter",
@@ -49,7 +50,8 @@ REAL = PairFiles("SmolLM2-135M-Instruct + eagle_nb drafter",
                  prompts=DATA_DIR / "eval_prompts.jsonl",
                  catalogue=CATALOGUES / "smollm2.json",
                  drafter_metrics=DATA_DIR / "drafter_metrics.json",
-                 train_log=DATA_DIR / "drafter_train.log")
+                 train_log=DATA_DIR / "drafter_train.log",
+                 target_gguf=SHIPPED_GGUF)
 CODE_DIR = DATA_DIR / "code_pair"
 CODE = PairFiles("code pair (4.7M-parameter code model)",
                  target=CODE_DIR / "target",
