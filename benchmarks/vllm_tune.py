@@ -9,16 +9,19 @@ with `concurrency` = batch size, `ignore_eos` so every request decodes exactly m
 (the batch stays full), after the same requests once untimed (the first run of a shape is slow). Throughput = generated tokens / wall seconds.
 The engine's own tau comes from its counters around each run.
 
-Costs (per batch size b): t_verify(b) = b / throughput(b, k=0) (one target step per token), and
-t_draft(b) = b * tau(b, 1) / throughput(b, 1) - t_verify(b) from the k = 1 run with the engine's
-tau, so whatever growth the verify has with k is carried by t_draft. The tune model
-(`eagle_nb.profiles.tune`) then predicts k = 2..K from the kit's own profile (one pass, the same
-prompts, greedy): a prediction for five of the seven draft lengths, not a fit. Goal: tune's best k
-is the measured best, or within 5% of its measured throughput, at each batch size.
+Costs (per batch size b), from the engine's own step times s(k) = b * tau(b, k) / throughput(b, k):
+t_draft(b) = s(2) - s(1) and t_verify(b) = s(1) - t_draft(b) from the two shortest speculative
+runs, and the target-only decode step t_verify(b, 0) = b / throughput(b, k=0) on its own (the
+engine without a speculative config is another code path: on the real pair at batch 1 its plain
+step measured slower than a k = 1 step with its draft, which a model that equates the two cannot
+fit). The tune model (`eagle_nb.profiles.tune`) then predicts k = 3..K from the kit's own profile
+(one pass, the same prompts, greedy): a prediction for four of the seven draft lengths, not a fit.
+Goal: tune's best k is the measured best, or within 5% of its measured throughput, at each batch size.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -29,7 +32,7 @@ from eagle_nb.engines import VllmServer, engine_unavailable_reason, scrape
 from eagle_nb.engines.endpoint import Endpoint
 from eagle_nb.experiment.pair import Pair
 from eagle_nb.experiment.profile_run import measure_profile
-from eagle_nb.io.paths import SHIPPED
+from eagle_nb.io.paths import ENGINE_TUNE_RECORD, SHIPPED
 from eagle_nb.io.step_costs import StepCosts
 from eagle_nb.profiles.tune import tune
 
@@ -55,6 +58,7 @@ def main() -> int:
     ap.add_argument("--batch-sizes", default="1,8")
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--json", default=str(ENGINE_TUNE_RECORD), help="where the measured table goes (notebook 04 plots it)")
     a = ap.parse_args()
     reason = engine_unavailable_reason()
     if reason:
@@ -81,18 +85,29 @@ def main() -> int:
         finally:
             srv.stop()
     ok = True
+    record = {"pair": SHIPPED.name, "prompts": len(prompts), "max_new_tokens": a.max_new_tokens,
+              "kit_marginal": marginal, "rows": []}
     for b in batches:
-        t_verify = b / got[b, 0]["throughput"]
-        t_draft = max(b * got[b, 1]["tau"] / got[b, 1]["throughput"] - t_verify, 0.0)
-        costs = StepCosts(b, t_draft, {0: t_verify}, unit="s", source="fitted to vLLM k = 0, 1")
+        step = {k: b * got[b, k]["tau"] / got[b, k]["throughput"] for k in (0, 1, 2)}
+        t_draft = step[2] - step[1]
+        if t_draft <= 0:
+            print(f"batch {b}: a k = 2 step ({step[2] * 1e3:.1f} ms) was not slower than a k = 1 step "
+                  f"({step[1] * 1e3:.1f} ms): no draft cost can be fitted, t_draft set to 0")
+            t_draft = 0.0
+        t_verify = step[1] - t_draft
+        costs = StepCosts(b, t_draft, {0: step[0], 1: t_verify, a.k_max: t_verify}, unit="s",
+                          source="fitted to vLLM k = 1, 2; k = 0 measured")
         t = tune(marginal, [costs], ks=range(1, a.k_max + 1))
         pred = {r.k: r.throughput for r in t.at(b)}
         base = got[b, 0]["throughput"]
-        print(f"\nbatch {b}: t_verify {t_verify * 1e3:.1f} ms, t_draft {t_draft * 1e3:.1f} ms (fitted at k = 0, 1)")
+        print(f"\nbatch {b}: plain decode step {step[0] * 1e3:.1f} ms (k = 0); fitted at k = 1, 2: verify "
+              f"{t_verify * 1e3:.1f} ms, draft {t_draft * 1e3:.1f} ms")
         print(f"{'k':>2} {'measured tok/s':>15} {'speedup':>8} {'engine tau':>10} {'predicted tok/s':>16} {'pred/meas':>9}")
         for k in range(a.k_max + 1):
             m = got[b, k]
             p = base if k == 0 else pred[k]
+            record["rows"].append({"batch": b, "k": k, "throughput": m["throughput"], "engine_tau": m["tau"],
+                                   "predicted": p, "seconds": m["seconds"], "tokens": m["tokens"]})
             print(f"{k:>2} {m['throughput']:>15.1f} {m['throughput'] / base:>8.3f} {m['tau']:>10.3f} "
                   f"{p:>16.1f} {p / m['throughput']:>9.3f}")
         best = max(range(a.k_max + 1), key=lambda k: got[b, k]["throughput"])
@@ -102,6 +117,11 @@ def main() -> int:
         print(f"measured best k {best} ({got[b, best]['throughput'] / base:.3f}x no speculation); tune picks "
               f"k {pick}: {share:.1%} of the best measured throughput (goal >= {GOAL:.0%}): "
               f"{'OK' if share >= GOAL else 'MISSED'}")
+        record.setdefault("tune", []).append({"batch": b, "measured_best": best, "tune_pick": pick, "share": share,
+                                              "decode_step_s": step[0], "verify_step_s": t_verify,
+                                              "draft_step_s": t_draft})
+    Path(a.json).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"\ntable written to {a.json}")
     return 0 if ok else 1
 
 

@@ -53,7 +53,8 @@ _EXPORTS = {
     "read_profile": "profiles.profile_json", "measure_profile": "experiment.profile_run",
     "profile_from_vllm": "profiles.profile_engines", "tune": "profiles.tune", "StepCosts": "io.step_costs",
     "read_step_costs": "io.step_costs", "measure_step_costs": "profiles.batch_costs",
-    "plot_tune": "views.tune_plot",
+    "plot_tune": "views.tune_plot", "plot_engine_throughput": "views.tune_plot",
+    "read_engine_throughput": "io.engine_throughput", "ENGINE_TUNE_RECORD": "io.paths",
     # serving conditions (docs/conditions.md)
     "VERIFY_RULES": "loop.verify_rules", "loop_report": "conditions.repetition",
     "prompt_coverage": "conditions.workload", "recording_coverage": "conditions.workload",

@@ -24,6 +24,9 @@ REPO_ROOT = PACKAGE_DIR.parent
 CATALOGUES = PACKAGE_DIR / "doctor" / "catalogues"
 DATA_DIR = REPO_ROOT / "data"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+# Written by benchmarks/vllm_tune.py (the real pair on vLLM's CPU engine, throughput by draft length,
+# measured on this project's machine); notebook 04 plots it.
+ENGINE_TUNE_RECORD = DATA_DIR / "vllm_cpu_throughput.json"
 # Set up by `make install`, never committed: $EAGLE_NB_CACHE or <repo>/.cache.
 CACHE_DIR = Path(os.environ.get("EAGLE_NB_CACHE") or REPO_ROOT / ".cache")
 SHIPPED_GGUF = CACHE_DIR / "SmolLM2-135M-Instruct.Q4_1.gguf"
