@@ -196,6 +196,10 @@ def test_04_tau_grows_with_depth_and_bypass_stays_low(built):
     width = rec(built, "04_acceptance_vs_depth")["tau_vs_width"]
     assert len(width) == 4 and width["healthy, tree topk 4, 16 nodes"] > width["healthy"], width
     assert width["healthy"] == tau["healthy, T=0"]["4"]
+    # the engine's measured throughput (data/vllm_cpu_throughput.json): tune's pick per batch size
+    tuned = rec(built, "04_acceptance_vs_depth")["engine_tune"]
+    assert set(tuned) == {"batch 1", "batch 8"}, tuned
+    assert all(0 < r["share"] <= 1 and isinstance(r["tune_pick"], int) for r in tuned.values()), tuned
 
 
 def test_index_tells_the_fault_story(built):
