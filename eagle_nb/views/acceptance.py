@@ -14,6 +14,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from eagle_nb.views.palette import (
+    finish_tau_figure,
     FONT,
     GUIDE_COLOR,
     REFERENCE_MARKERS,
@@ -184,11 +185,4 @@ def plot_fault_cost(results: dict, title: str | None = None, what: str = "fault"
     for n in names:
         m = results[n].metrics
         b.plot(range(1, m.depth + 1), m.per_position_acceptance, label=n, **line_style(n))
-    b.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
-          title="per-position acceptance (vLLM)")
-    b.xaxis.get_major_locator().set_params(integer=True)
-    for ax in (a, b):
-        style_axes(ax)
-    if title:
-        fig.suptitle(plain(title), fontsize=FONT + 1.5)
-    return fig
+    return finish_tau_figure(fig, a, b, title)

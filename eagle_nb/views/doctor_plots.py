@@ -17,6 +17,7 @@ from eagle_nb.experiment import faults as F
 from eagle_nb.experiment.faults import HEALTHY
 from eagle_nb.io.train_logs import INDEPENDENT
 from eagle_nb.views.palette import (
+    finish_tau_figure,
     ACCEPT_COLOR,
     bar_style,
     line_style,
@@ -209,11 +210,4 @@ def plot_condition_catalogue(frame: pd.DataFrame, title: str | None = None) -> F
     top = max([t for t in frame["tau"] if t == t and t is not None] + [1.0])
     a.set_yticks(y, [plain(n) for n in names])
     a.set(xlabel="τ with 95% interval (dashed: healthy)", xlim=(0.9, top * 1.2), title="τ per condition")
-    b.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
-          title="per-position acceptance (vLLM)")
-    b.xaxis.get_major_locator().set_params(integer=True)
-    for ax in (a, b):
-        style_axes(ax)
-    if title:
-        fig.suptitle(plain(title), fontsize=FONT + 1.5)
-    return fig
+    return finish_tau_figure(fig, a, b, title)

@@ -163,6 +163,19 @@ def figure_legend(fig, axes, ncols: int = 2) -> None:
                    fontsize=FONT, frameon=False)
 
 
+def finish_tau_figure(fig, tau_ax, pos_ax, title=None) -> Figure:
+    """The right half of a "τ per X | per-position acceptance" figure: the per-position axis
+    labelled the vLLM way (P(draft i accepted)), both axes in the kit's fonts, the title above."""
+    pos_ax.set(xlabel="draft position", ylabel="P(accepted)", ylim=(0, 1.05),
+               title="per-position acceptance (vLLM)")
+    pos_ax.xaxis.get_major_locator().set_params(integer=True)
+    for ax in (tau_ax, pos_ax):
+        style_axes(ax)
+    if title:
+        fig.suptitle(plain(title), fontsize=FONT + 1.5)
+    return fig
+
+
 def plain(s: str) -> str:
     """Text drawn as is: `$` escaped so matplotlib does not read it as mathtext."""
     return s.replace("$", r"\$")
