@@ -1,7 +1,8 @@
 """An engine's measured throughput by draft length and batch size, as benchmarks/vllm_tune.py writes
-it (`ENGINE_TUNE_RECORD`, data/vllm_cpu_throughput.json): one row per (batch, k) with the measured tokens per second, the engine's
-own tau, and what `eagle-nb tune` predicted from the kit's profile and costs fitted at k = 0 and 1;
-one `tune` entry per batch size with the measured best k and tune's pick.
+it (`io.paths.ENGINE_TUNE_RECORD`): one row per (batch, k) with the measured tokens per second, the
+engine's own tau, and what `eagle-nb tune` predicted from the kit's profile with step costs taken
+from the engine (plain decode at k = 0, draft and verify fitted at k = 1 and 2); one `tune` entry
+per batch size with the measured best k, tune's pick and those step costs.
 
     {"pair": "...", "prompts": 8, "max_new_tokens": 64, "kit_marginal": [...],
      "rows": [{"batch": 1, "k": 0, "throughput": 30.1, "engine_tau": 1.0, "predicted": 30.1}, ...],
