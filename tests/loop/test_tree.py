@@ -576,16 +576,17 @@ def _cli_json(capsys, *args):
 
 
 def test_cli_tree_flags_and_named_fault(capsys, tmp_path):
-    """`speculate --depth 3 --topk 4 --num-draft-tokens 8` on the shipped pair: lossless, the
+    """`speculate --depth 3 --topk 4 --num-draft-tokens 8` on the code pair (the flags, not the
+    pair, are under test; the real pair's CLI run is tests/cli/test_cli.py's): lossless, the
     setting echoes SGLang's flags, the SGLang rate uses num_draft_tokens, and the fc-bypass fault
     collapses acceptance through trees as through chains."""
     import json
 
-    from eagle_nb.io.paths import CODE_PROMPTS
+    from eagle_nb.io.paths import CODE
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(line + "\n" for line in CODE_PROMPTS.read_text().splitlines()[:3]))
-    flags = ["--prompts", str(prompts), "--depth", "3", "--topk", "4", "--num-draft-tokens", "8",
-             "--max-new-tokens", "32"]
+    prompts.write_text("".join(line + "\n" for line in CODE.prompts.read_text().splitlines()[:3]))
+    flags = ["--target", str(CODE.target), "--drafter", str(CODE.drafter), "--prompts", str(prompts),
+             "--depth", "3", "--topk", "4", "--num-draft-tokens", "8", "--max-new-tokens", "32"]
     healthy = _cli_json(capsys, *flags)
     bypass = _cli_json(capsys, *flags, "--ablate", "fc-bypass")
     for r in (healthy, bypass):
