@@ -13,9 +13,10 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 # The longest files first: with `-n 2 --dist loadfile` each file goes whole to one worker, in
 # collection order, so a long file collected late becomes the run's tail while the other worker
-# idles. These hold the session's long set-ups (notebook builds, vLLM start-ups).
+# idles. These hold the long set-ups (notebook builds, vLLM start-ups, the real pair's doctor
+# runs, JupyterLab in Chromium).
 LONG_FIRST = ("report/test_notebooks.py", "engines/test_engine_record.py", "engines/test_engine.py",
-              "report/test_notebooks_recorded.py")
+              "doctor/test_doctor_real.py", "report/test_notebooks_recorded.py", "views/test_browser.py")
 
 
 def pytest_configure(config):

@@ -125,11 +125,12 @@ def write_committed(reqs: list[dict], answers: list[dict], folder: Path = COMMIT
     return True
 
 
-def read_committed(folder: Path = COMMITTED) -> tuple[list[dict], dict[int, dict]]:
-    """The committed requests (texts regenerated from their sources) and answers by id."""
+def read_committed(folder: Path = COMMITTED, texts: bool = True) -> tuple[list[dict], dict[int, dict]]:
+    """The committed requests (texts regenerated from their sources unless `texts=False`: ids,
+    sources and labels only) and answers by id."""
     with gzip.open(folder / "requests.jsonl.gz", "rt", encoding="utf-8") as f:
         reqs = [json.loads(line) for line in f]
-    for r in reqs:
+    for r in reqs if texts else ():
         r["messages"] = [{"role": "user", "content": request_text(r)}]
     with gzip.open(folder / "answers.jsonl.gz", "rt") as f:
         answers = {a["id"]: {"id": a["id"], "answer_ids": a["ids"], "temperature": a["t"]}
