@@ -3,9 +3,10 @@ per wiring, every depth from a walk (loop/onepass.py).
 
 The target pass (loop/target_states.py) decodes the prompts greedily for max_new_tokens + K_MAX
 tokens and keeps every layer's states and the final state, so every fault that changes only the
-drafter side, the captured layer ids or the handed-over state reads the same pass; a fault that
-changes the target object (the multimodal wrapper) or the prompt text (a chat template) gets its
-own. The drafter pass computes match lengths up to K_MAX (or the setting's depth if deeper), so a
+drafter side, the captured layer ids or the handed-over state reads the same pass, and so does
+the multimodal wrapper built around the target's weights (`targets.text_twin`: its trajectory and
+states are the plain model's bit for bit; which state the engine's capture hands over is still
+decided on the wrapper); a fault that changes the prompt text (a chat template) gets its own. The drafter pass computes match lengths up to K_MAX (or the setting's depth if deeper), so a
 sweep over depths 1..8 costs one drafter pass per wiring. Prompts are encoded, fitted and checked
 exactly as the live loop does them, and the wiring is the pair's (`Pair.wiring`), so errors read
 the same. Results say `computed_by="one-pass"`, carry no timings, and note any draft decision
@@ -25,6 +26,7 @@ from eagle_nb.loop import verify_rules as VR
 from eagle_nb.loop.chain import SpecStats
 from eagle_nb.loop import target_states as TS
 from eagle_nb.model.limits import context_length, fit_prompt
+from eagle_nb.model.targets import text_twin
 
 K_MAX = 8        # depths computed together by default (the kit's sweeps go to 8)
 
@@ -54,6 +56,7 @@ class OnePass:
 
     def states(self, target, ids: list, n_tokens: int) -> TS.TargetStates:
         """The target's greedy continuations (>= n_tokens) and states for these prompt ids."""
+        target = text_twin(target)
         key = (id(target), tuple(tuple(x.reshape(-1).tolist()) for x in ids))
         st = self._states.get(key)
         if st is None or min(x.numel() - T0 for x, T0 in zip(st.ids, st.prompt_lens)) < n_tokens:
@@ -115,14 +118,15 @@ class OnePass:
         w = pair.wiring(s)
         ids = self.prompt_ids(prompts, w, s, truncate_prompt)
         n, k = s.max_new_tokens, max(self.depth_max(ids, s), s.depth)
-        key = ("sampled", id(w.target), tuple(tuple(x.reshape(-1).tolist()) for x in ids), s.temperature, s.seed)
+        target = text_twin(w.target)
+        key = ("sampled", id(target), tuple(tuple(x.reshape(-1).tolist()) for x in ids), s.temperature, s.seed)
         st = self._states.get(key)
         if st is None or min(x.numel() - T0 for x, T0 in zip(st.ids, st.prompt_lens)) < n + k:
-            st = self._states[key] = TS.from_target(w.target, ids, n + k, batch_size=self.batch_size,
+            st = self._states[key] = TS.from_target(target, ids, n + k, batch_size=self.batch_size,
                                                     temperature=s.temperature, seed=s.seed)
         pe = None
         if rule == VR.SAMPLED:
-            head = w.target.get_output_embeddings()
+            head = target.get_output_embeddings()
             pe = [OS.target_probs(head, f, x, T0, s.temperature)
                   for f, x, T0 in zip(st.states[TS.FINAL], st.ids, st.prompt_lens)]
         probs = OS.accept_probabilities(w.drafter, st.ids, st.features(w.features, w.layer_ids), st.prompt_lens,

@@ -7,6 +7,7 @@ passed explicitly.
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import torch
@@ -134,4 +135,17 @@ def make_wrapper(target):
     not_vision = [k for k in missing if "vision_tower" not in k and "multi_modal_projector" not in k]
     if not_vision or unexpected:
         raise RuntimeError(f"make_wrapper: text weights missing {not_vision}, unexpected {unexpected}")
-    return wrapper.to(next(target.parameters()).device).eval()
+    wrapper = wrapper.to(next(target.parameters()).device).eval()
+    _TEXT_TWIN[wrapper] = target
+    return wrapper
+
+
+_TEXT_TWIN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # wrapper -> its plain model
+
+
+def text_twin(model):
+    """The plain model `make_wrapper` built `model` from, else `model` itself. On text ids a
+    wrapper's logits and decoder states are its plain model's bit for bit (tests/model/test_capture.py),
+    so one target pass over the plain model serves both; what capture code finds on the wrapper
+    is still asked of the wrapper."""
+    return _TEXT_TWIN.get(model, model)

@@ -94,6 +94,24 @@ def test_wrapper_capture_equals_plain_model():
     assert engine_style_layers(plain) is plain.model.layers
 
 
+def test_a_wrappers_target_pass_is_its_plain_models_bit_for_bit():
+    """What lets the one pass serve the wrapper from the plain model's pass (`text_twin`): greedy
+    continuations, every layer's states and the final state from the wrapper equal the plain
+    model's exactly, on the code pair's target; `text_twin` maps the wrapper to the plain model
+    and any other model to itself."""
+    from eagle_nb.io.paths import CODE
+    from eagle_nb.loop import target_states as TS
+    from eagle_nb.model.targets import load_target, make_wrapper, text_twin
+    plain, tok = load_target(CODE.target, device="cpu")
+    wrapper = make_wrapper(plain)
+    assert text_twin(wrapper) is plain and text_twin(plain) is plain
+    ids = [tok(p, return_tensors="pt")["input_ids"] for p in ("def add(a, b):", "for i in range(")]
+    a, b = TS.from_target(plain, ids, 24, layer_ids=[2, 4]), TS.from_target(wrapper, ids, 24, layer_ids=[2, 4])
+    assert all(torch.equal(x, y) for x, y in zip(a.ids, b.ids))
+    for k in (2, 4, TS.FINAL):
+        assert all(torch.equal(x, y) for x, y in zip(a.states[k], b.states[k])), k
+
+
 # ---------------------------------------------------------------- hook lifetime
 
 def test_hooks_removed_after_normal_exit():
