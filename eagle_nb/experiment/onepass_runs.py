@@ -6,7 +6,8 @@ tokens and keeps every layer's states and the final state, so every fault that c
 drafter side, the captured layer ids or the handed-over state reads the same pass, and so does
 the multimodal wrapper built around the target's weights (`targets.text_twin`: its trajectory and
 states are the plain model's bit for bit; which state the engine's capture hands over is still
-decided on the wrapper); a fault that changes the prompt text (a chat template) gets its own. The drafter pass computes match lengths up to K_MAX (or the setting's depth if deeper), so a
+decided on the wrapper); a fault that changes the prompt text (a chat template) gets its own.
+The drafter pass computes match lengths up to K_MAX (or the setting's depth if deeper), so a
 sweep over depths 1..8 costs one drafter pass per wiring. Prompts are encoded, fitted and checked
 exactly as the live loop does them, and the wiring is the pair's (`Pair.wiring`), so errors read
 the same. Results say `computed_by="one-pass"`, carry no timings, and note any draft decision
