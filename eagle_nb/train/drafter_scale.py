@@ -50,6 +50,7 @@ class ScaleConfig:
     # the new ids' rows (the target's) outscored the trained ones: top-1 agreement with the warm
     # start fell to 0.14 and held-out accuracy to 0.0 before the first step (measured)
     draft_vocab_size: int = 0
+    new_row_scale: float = 1.0     # the new ids' rows: the target's head rows times this
     ttt_steps: int = 5
     batch_tokens: int = 1024
     epochs: int = 1
@@ -160,14 +161,16 @@ def restore_committed(out: Path, reqs: list[dict], done: dict, folder: Path = CO
     return len(lines)
 
 
-def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d) -> torch.Tensor:
+def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d, new_row_scale: float = 1.0) -> torch.Tensor:
     """fresh_rows (Vd_new, H) with each row of `old_rows` (Vd_old, H) moved to the new draft id of
-    the same target id (draft ids are the selected target ids in ascending order)."""
+    the same target id (draft ids are the selected target ids in ascending order); the rows of ids
+    the old vocabulary lacked are the fresh rows times `new_row_scale` (0: they start at logit 0,
+    below a trained row's confident top logit, instead of outscoring it)."""
     old_ids = old_t2d.nonzero().flatten()                          # draft id -> target id, old
     new_pos = torch.full((new_t2d.numel(),), -1, dtype=torch.long)
     new_pos[new_t2d.nonzero().flatten()] = torch.arange(int(new_t2d.sum()))
     keep = new_pos[old_ids] >= 0
-    out = fresh_rows.detach().clone()
+    out = fresh_rows.detach().clone() * new_row_scale
     out[new_pos[old_ids[keep]]] = old_rows[keep].to(out.dtype)
     return out
 
@@ -198,7 +201,7 @@ def warm_drafter(c: ScaleConfig, target, d2t, t2d):
         raise ValueError(f"warm start {c.warm_start}: keys differ (missing {missing}, unexpected {unexpected})")
     with torch.no_grad():
         fresh.lm_head.weight.copy_(warm_vocab_rows(old.lm_head.weight.float(), old.t2d,
-                                                   fresh.lm_head.weight, t2d))
+                                                   fresh.lm_head.weight, t2d, c.new_row_scale))
     return fresh
 
 

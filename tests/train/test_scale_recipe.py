@@ -152,6 +152,8 @@ def test_warm_start_moves_rows_to_the_same_target_ids():
     assert out[1].tolist() == [101.0] * 3                             # target id 3: old row 1
     assert out[2].tolist() == [103.0] * 3                             # target id 7: old row 3
     assert out[0].tolist() == out[3].tolist() == out[4].tolist() == [0.0] * 3
+    scaled = warm_vocab_rows(old_rows, old_t2d, torch.ones(5, 3), new_t2d, new_row_scale=0.25)
+    assert scaled[0].tolist() == scaled[4].tolist() == [0.25] * 3 and scaled[1].tolist() == [101.0] * 3
 
 
 def test_a_range_without_requests_is_refused():
