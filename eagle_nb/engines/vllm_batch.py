@@ -1,12 +1,13 @@
 """Batch answers from vLLM's offline engine, run as a program of the engine environment (it never
 imports eagle_nb, and eagle_nb never imports vLLM): `ENGINE_PY vllm_batch.py --model DIR
---requests IN.jsonl --out OUT.jsonl [...]`. IN holds one `{"id", "prompt_ids", "temperature"}`
-per line (ids already rendered with the chat template); OUT gets one `{"id", "answer_ids",
+--requests IN.jsonl --out OUT.jsonl [...]`. IN holds one `{"id", "prompt_ids", "temperature"[,
+"top_p"]}` per line (ids already rendered with the chat template, or a template's prefix for the
+target to write a request itself); OUT gets one `{"id", "answer_ids",
 "temperature", "answer_source"}` per answered request, appended chunk by chunk, so a run that is
 stopped resumes with the requests not yet in OUT (a line cut by the stop is answered again).
 
-Greedy requests are greedy; sampled ones use plain sampling at their temperature (top-k and top-p
-off) from the engine's seed (NOTE: a per-request seed fails on vLLM 0.32's CPU build, "CPU Generator
+Greedy requests are greedy; sampled ones use plain sampling at their temperature (top-k off,
+top-p 1 unless the request names one) from the engine's seed (NOTE: a per-request seed fails on vLLM 0.32's CPU build, "CPU Generator
 does not use offset"; the answers are kept, so nothing needs them regenerated). Measured on 2 CPU cores: about 700 tokens/s in bfloat16 at 256
 concurrent sequences, 235 in float32 (issue 34 of this project). Knows vLLM's offline API only.
 """
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
         for s in range(0, len(todo), a.chunk):
             chunk, t0 = todo[s:s + a.chunk], time.time()
             params = [SamplingParams(max_tokens=a.max_new_tokens, temperature=r["temperature"],
-                                     top_p=1.0,
+                                     top_p=r.get("top_p", 1.0),
                                      stop_token_ids=[a.eos], detokenize=False)
                       for r in chunk]
             prompts = [{"prompt_token_ids": r["prompt_ids"]} for r in chunk]

@@ -19,9 +19,13 @@ import dataclasses
 import json
 
 
-def _add_dataclass_flags(p: argparse.ArgumentParser, cls) -> None:
+def add_dataclass_flags(p: argparse.ArgumentParser, cls) -> None:
     for f in dataclasses.fields(cls):
-        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):           # --fc-norm / --no-fc-norm (type=bool reads "0" as True)
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            p.add_argument(flag, type=type(f.default), default=f.default)
 
 
 def main(argv=None) -> None:
@@ -41,7 +45,7 @@ def main(argv=None) -> None:
                "code-target": (TargetTrainConfig, train_target, "train the small code target"),
                "code-drafter": (DrafterTrainConfig, train_drafter, "train the small code pair's drafter")}
     for name, (cls, _, help_) in recipes.items():
-        _add_dataclass_flags(sub.add_parser(name, help=help_), cls)
+        add_dataclass_flags(sub.add_parser(name, help=help_), cls)
     args = vars(ap.parse_args(argv))
     what = args.pop("what")
     if what == "fetch-target":

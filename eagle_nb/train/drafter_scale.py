@@ -23,12 +23,13 @@ from pathlib import Path
 
 import torch
 
-from eagle_nb.io.paths import DATA_DIR, REAL_TARGET
+from eagle_nb.io.paths import DATA_DIR, REAL, REAL_TARGET
 from eagle_nb.model.layers import eagle3_layers
-from eagle_nb.train import chat_data, precision
+from eagle_nb.train import chat_data, precision, self_requests
 from eagle_nb.train.drafter import build_vocab_map
 from eagle_nb.train.drafter_chat import ChatDrafterConfig, fit
 from eagle_nb.train.request_mix import mixed_requests, request_text
+from eagle_nb.train.warm_start import warm_drafter
 
 COMMITTED = DATA_DIR / "drafter_data"
 
@@ -41,6 +42,7 @@ class ScaleConfig:
     warm_start: str = str(DATA_DIR / "drafter_eagle")     # "" trains from the target's rows
     seed: int = 0
     requests: int = 30000          # the stream's length (answered in order)
+    self_requests: int = 0         # then this many requests the target writes itself (Magpie)
     answered: int = 6144           # train on the first `answered` requests
     first: int = 0                 # ... from request `first` on (a warm start's next, unseen requests)
     heldout_every: int = 25
@@ -51,6 +53,7 @@ class ScaleConfig:
     # start fell to 0.14 and held-out accuracy to 0.0 before the first step (measured)
     draft_vocab_size: int = 0
     new_row_scale: float = 1.0     # the new ids' rows: the target's head rows times this
+    fc_norm: bool = False          # one RMSNorm per captured layer before fc (EAGLE 3.1)
     ttt_steps: int = 5
     batch_tokens: int = 1024
     epochs: int = 1
@@ -64,13 +67,17 @@ class ScaleConfig:
 
 
 def requests_phase(c: ScaleConfig, tok) -> list[dict]:
-    """The stream's first `c.requests` requests, rendered with the chat template (work file)."""
+    """The stream's first `c.requests` requests, then `c.self_requests` the target wrote itself
+    (ids from `c.requests` on), rendered with the chat template (work file)."""
     f = Path(c.work) / "requests.jsonl"
     if f.is_file():
         rows = [json.loads(line) for line in f.read_text().splitlines()]
-        if len(rows) == c.requests:
+        if len(rows) == c.requests + c.self_requests:
             return rows
     rows = mixed_requests(c.requests, c.seed)
+    if c.self_requests:
+        rows += [{"source": {"text": t, "by": self_requests.SOURCE}, "category": "self", "language": "en",
+                  "messages": [{"role": "user", "content": t}]} for t in _self_written(c, tok)]
     for i, r in enumerate(rows):
         r["id"], r["prompt_ids"] = i, chat_data.render(tok, r["messages"])
     tmp = f.with_suffix(".partial")
@@ -79,10 +86,29 @@ def requests_phase(c: ScaleConfig, tok) -> list[dict]:
     return rows
 
 
+def _self_written(c: ScaleConfig, tok) -> list[str]:
+    """The target's own requests: those committed (after the stream's), else written by vLLM."""
+    committed = []
+    if (COMMITTED / "requests.jsonl.gz").is_file():
+        committed = [r["source"]["text"] for r in read_committed(texts=False)[0]
+                     if r["source"].get("by") == self_requests.SOURCE]
+    evals = [json.loads(line)["messages"][-1]["content"] for line in REAL.prompts.read_text().splitlines()]
+    return self_requests.written_requests(Path(c.work), tok, tok.eos_token_id, c.self_requests, evals,
+                                          lambda inp, out, n: _vllm_batch(c, inp, out, tok.eos_token_id, n),
+                                          committed)
+
+
+def _vllm_batch(c: ScaleConfig, inp: Path, out: Path, eos: int, max_new_tokens: int) -> None:
+    from eagle_nb.engines.server import engine_python
+    script = Path(__file__).resolve().parents[1] / "engines" / "vllm_batch.py"
+    subprocess.run([str(engine_python()), str(script), "--model", c.target, "--requests", str(inp),
+                    "--out", str(out), "--eos", str(eos), "--max-new-tokens", str(max_new_tokens),
+                    "--source", "vllm bf16"], check=True)
+
+
 def answers_phase(c: ScaleConfig, reqs: list[dict], eos: int, upto: int) -> list[dict]:
     """The target's answers to the first `upto` requests: vLLM's offline engine in the engine
     environment writes `responses.jsonl` (resumed where it stopped)."""
-    from eagle_nb.engines.server import engine_python
     work = Path(c.work)
     out = work / "responses.jsonl"
     done = chat_data._done(out)
@@ -94,10 +120,7 @@ def answers_phase(c: ScaleConfig, reqs: list[dict], eos: int, upto: int) -> list
         inp.write_text("".join(json.dumps({"id": r["id"], "prompt_ids": r["prompt_ids"],
                                            "temperature": chat_data.temperature_of(r["id"], c.sampled_every)}) + "\n"
                                for r in reqs[:upto]))
-        script = Path(__file__).resolve().parents[1] / "engines" / "vllm_batch.py"
-        subprocess.run([str(engine_python()), str(script), "--model", c.target, "--requests", str(inp),
-                        "--out", str(out), "--eos", str(eos), "--max-new-tokens", str(c.max_new_tokens),
-                        "--source", "vllm bf16"], check=True)
+        _vllm_batch(c, inp, out, eos, c.max_new_tokens)
         done = chat_data._done(out)
     missing = [r["id"] for r in reqs[:upto] if r["id"] not in done]
     if missing:
@@ -161,20 +184,6 @@ def restore_committed(out: Path, reqs: list[dict], done: dict, folder: Path = CO
     return len(lines)
 
 
-def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d, new_row_scale: float = 1.0) -> torch.Tensor:
-    """fresh_rows (Vd_new, H) with each row of `old_rows` (Vd_old, H) moved to the new draft id of
-    the same target id (draft ids are the selected target ids in ascending order); the rows of ids
-    the old vocabulary lacked are the fresh rows times `new_row_scale` (0: they start at logit 0,
-    below a trained row's confident top logit, instead of outscoring it)."""
-    old_ids = old_t2d.nonzero().flatten()                          # draft id -> target id, old
-    new_pos = torch.full((new_t2d.numel(),), -1, dtype=torch.long)
-    new_pos[new_t2d.nonzero().flatten()] = torch.arange(int(new_t2d.sum()))
-    keep = new_pos[old_ids] >= 0
-    out = fresh_rows.detach().clone() * new_row_scale
-    out[new_pos[old_ids[keep]]] = old_rows[keep].to(out.dtype)
-    return out
-
-
 def warm_vocab(c: ScaleConfig, target) -> tuple[torch.Tensor, torch.Tensor]:
     """(d2t, t2d) of the warm start."""
     from eagle_nb.checkpoints.load import load_drafter
@@ -182,27 +191,6 @@ def warm_vocab(c: ScaleConfig, target) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError("--draft-vocab-size 0 keeps the warm start's vocabulary: give --warm-start")
     old = load_drafter(c.warm_start, target, dtype=torch.float32)
     return old.d2t.clone(), old.t2d.clone()
-
-
-def warm_drafter(c: ScaleConfig, target, d2t, t2d):
-    """A drafter for the new vocabulary: the warm start's weights, its lm_head rows moved to the
-    new draft ids of the same target ids, the target's rows for ids it did not have."""
-    from eagle_nb.checkpoints.load import load_drafter
-    from eagle_nb.train.drafter_chat import new_drafter
-    cc = ChatDrafterConfig(draft_vocab_size=int(t2d.sum()))
-    fresh = new_drafter(target, d2t, t2d, cc)
-    if not c.warm_start:
-        return fresh
-    old = load_drafter(c.warm_start, target, dtype=torch.float32)
-    state = {k: v for k, v in old.state_dict().items()
-             if not k.startswith(("lm_head", "d2t", "t2d", "embed_tokens"))}
-    missing, unexpected = fresh.load_state_dict(state, strict=False)
-    if unexpected or any(not k.startswith(("lm_head", "d2t", "t2d", "embed_tokens")) for k in missing):
-        raise ValueError(f"warm start {c.warm_start}: keys differ (missing {missing}, unexpected {unexpected})")
-    with torch.no_grad():
-        fresh.lm_head.weight.copy_(warm_vocab_rows(old.lm_head.weight.float(), old.t2d,
-                                                   fresh.lm_head.weight, t2d, c.new_row_scale))
-    return fresh
 
 
 def train_scaled(c: ScaleConfig) -> dict:
@@ -244,7 +232,7 @@ def train_scaled(c: ScaleConfig) -> dict:
     coverage_held = float(t2d[held_tok].float().mean())
     print(f"draft vocabulary {int(t2d.sum())}: {coverage:.1%} of {len(written):,} training answer "
           f"tokens, {coverage_held:.1%} of {len(held_tok):,} held-out ones")
-    drafter = warm_drafter(c, target, d2t, t2d)
+    drafter = warm_drafter(c.warm_start, target, d2t, t2d, c.new_row_scale, c.fc_norm, train)
     head_w = target.lm_head.weight[t2d].detach().clone()
     t2 = time.time()
     cc = ChatDrafterConfig(ttt_steps=c.ttt_steps, batch_tokens=c.batch_tokens, epochs=c.epochs, lr=c.lr,

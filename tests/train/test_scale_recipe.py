@@ -11,7 +11,10 @@ from eagle_nb.engines import vllm_batch
 from eagle_nb.io.paths import REAL
 from eagle_nb.train import corpora, drafter_scale, precision
 from eagle_nb.train import chat_data
-from eagle_nb.train.drafter_scale import read_committed, restore_committed, warm_vocab_rows, write_committed
+from eagle_nb.train.drafter_scale import read_committed, restore_committed, write_committed
+from eagle_nb.model.drafter import Eagle3Drafter
+from eagle_nb.train.warm_start import chunk_rms, fold_fc_norm, warm_vocab_rows
+from helpers import tiny_drafter_config
 from eagle_nb.train.request_mix import LANGS, mixed_requests, request_text
 
 N = 6000
@@ -156,6 +159,44 @@ def test_warm_start_moves_rows_to_the_same_target_ids():
     assert scaled[0].tolist() == scaled[4].tolist() == [0.25] * 3 and scaled[1].tolist() == [101.0] * 3
 
 
+def test_fc_norm_warm_start_keeps_fc_for_a_typical_token():
+    """fc folded with each captured layer's typical RMS: a drafter with fc_norm fuses a token whose
+    chunks have those RMS exactly as the drafter without it did; a token with massive activations
+    (one chunk 1,000x) no longer scales fc's output."""
+    torch.manual_seed(0)
+    old = Eagle3Drafter(tiny_drafter_config())
+    new = Eagle3Drafter(tiny_drafter_config(fc_norm=True))
+    n_aux, Ht = old.config.num_aux, old.config.target_hidden_size
+    rms = torch.tensor([0.5, 3.0, 20.0])
+    with torch.no_grad():
+        new.fc.weight.copy_(fold_fc_norm(old.fc.weight, rms))
+    chunks = torch.randn(1, 2, n_aux, Ht)
+    chunks = chunks / chunks.pow(2).mean(-1, keepdim=True).sqrt() * rms.view(1, 1, n_aux, 1)
+    x = chunks.reshape(1, 2, n_aux * Ht)
+    torch.testing.assert_close(new.fuse(x), old.fuse(x), rtol=1e-4, atol=1e-4)
+    loud = chunks.clone()
+    loud[..., 2, :] *= 1000
+    loud = loud.reshape(1, 2, n_aux * Ht)
+    torch.testing.assert_close(new.fuse(loud), new.fuse(x), rtol=1e-3, atol=1e-3)
+    assert old.fuse(loud).norm() > 100 * old.fuse(x).norm()
+    seqs = [{"feats": x[0]}, {"feats": x[0] * 2}, {"feats": x[0] * 3}]
+    torch.testing.assert_close(chunk_rms(seqs, n_aux, Ht), rms * 2)      # the median sequence's
+
+
 def test_a_range_without_requests_is_refused():
     with pytest.raises(ValueError, match="--first 100 --answered 100"):
         drafter_scale.train_scaled(drafter_scale.ScaleConfig(first=100, answered=100))
+
+
+def test_boolean_flags_parse_as_switches():
+    """--fc-norm turns the field on, --no-fc-norm off; a value such as "0" is not read as True."""
+    import argparse
+    from eagle_nb.train.__main__ import add_dataclass_flags
+    p = argparse.ArgumentParser()
+    add_dataclass_flags(p, drafter_scale.ScaleConfig)
+    assert p.parse_args([]).fc_norm is False
+    assert p.parse_args(["--fc-norm"]).fc_norm is True
+    assert p.parse_args(["--no-fc-norm"]).fc_norm is False
+    assert p.parse_args(["--lr", "0.001"]).lr == 0.001
+    with pytest.raises(SystemExit):
+        p.parse_args(["--fc-norm", "0"])

@@ -1,0 +1,75 @@
+"""Starting a drafter from a trained one: its lm_head rows moved to a rebuilt draft vocabulary,
+and `fc_norm` (one RMSNorm per captured layer before `fc`, EAGLE 3.1; vllm-project/speculators
+PR #610) added to a drafter trained without it, at the same function for a typical token.
+
+Both keep every trained weight and change only what the new shape needs, so a warm-started run
+starts where the old drafter was (its held-out accuracy before the first step is the old one's).
+"""
+from __future__ import annotations
+
+import torch
+
+from eagle_nb.train.drafter_chat import ChatDrafterConfig, new_drafter
+
+REPLACED = ("lm_head", "d2t", "t2d", "embed_tokens")      # rebuilt from the target, not loaded
+ADDED = ("fc_norm",)                                        # may be new in the warm-started drafter
+
+
+def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d, new_row_scale: float = 1.0) -> torch.Tensor:
+    """fresh_rows (Vd_new, H) with each row of `old_rows` (Vd_old, H) moved to the new draft id of
+    the same target id (draft ids are the selected target ids in ascending order); the rows of ids
+    the old vocabulary lacked are the fresh rows times `new_row_scale` (0: they start at logit 0,
+    below a trained row's confident top logit, instead of outscoring it)."""
+    old_ids = old_t2d.nonzero().flatten()                          # draft id -> target id, old
+    new_pos = torch.full((new_t2d.numel(),), -1, dtype=torch.long)
+    new_pos[new_t2d.nonzero().flatten()] = torch.arange(int(new_t2d.sum()))
+    keep = new_pos[old_ids] >= 0
+    out = fresh_rows.detach().clone() * new_row_scale
+    out[new_pos[old_ids[keep]]] = old_rows[keep].to(out.dtype)
+    return out
+
+
+def chunk_rms(seqs: list[dict], n_aux: int, width: int, limit: int = 64) -> torch.Tensor:
+    """(n_aux,) the median over tokens of each captured layer's root mean square, from the first
+    `limit` sequences' features (B, T, n_aux*width)."""
+    feats = torch.cat([q["feats"].float().reshape(-1, n_aux, width) for q in seqs[:limit]])
+    return feats.pow(2).mean(-1).sqrt().median(0).values
+
+
+def fold_fc_norm(fc_weight: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
+    """fc's weight (H, n_aux*Ht) for inputs normalised per layer chunk: column block i times rms[i],
+    so that fc(norm(x)) = fc_old(x) for a token whose chunk i has root mean square rms[i] (the
+    norms' weights at one), while a token with massive activations no longer swamps fc."""
+    n_aux = rms.numel()
+    return (fc_weight.reshape(fc_weight.shape[0], n_aux, -1) * rms.view(1, n_aux, 1).to(fc_weight.dtype)
+            ).reshape_as(fc_weight)
+
+
+def warm_drafter(warm_start: str, target, d2t, t2d, new_row_scale: float = 1.0, fc_norm: bool = False,
+                 seqs: list[dict] | None = None):
+    """A drafter for the draft vocabulary (d2t, t2d): the warm start's weights, its lm_head rows
+    moved to the new draft ids of the same target ids, the target's rows (times `new_row_scale`)
+    for ids it did not have. With `fc_norm` on a warm start without it, fc is folded with the
+    median per-layer scale of `seqs`' features; a warm start with fc_norm needs `fc_norm`."""
+    from eagle_nb.checkpoints.load import load_drafter
+    fresh = new_drafter(target, d2t, t2d, ChatDrafterConfig(draft_vocab_size=int(t2d.sum())), fc_norm=fc_norm)
+    if not warm_start:
+        return fresh
+    old = load_drafter(warm_start, target, dtype=torch.float32)
+    if old.config.fc_norm and not fc_norm:
+        raise ValueError(f"warm start {warm_start} has fc_norm: train it with --fc-norm")
+    state = {k: v for k, v in old.state_dict().items() if not k.startswith(REPLACED)}
+    missing, unexpected = fresh.load_state_dict(state, strict=False)
+    allowed = REPLACED + (ADDED if not old.config.fc_norm else ())
+    if unexpected or any(not k.startswith(allowed) for k in missing):
+        raise ValueError(f"warm start {warm_start}: keys differ (missing {missing}, unexpected {unexpected})")
+    with torch.no_grad():
+        fresh.lm_head.weight.copy_(warm_vocab_rows(old.lm_head.weight.float(), old.t2d,
+                                                   fresh.lm_head.weight, t2d, new_row_scale))
+        if fc_norm and not old.config.fc_norm:
+            if not seqs:
+                raise ValueError("fc_norm on a warm start without it needs the training features")
+            rms = chunk_rms(seqs, fresh.config.num_aux, fresh.config.target_hidden_size)
+            print(f"fc_norm added: fc folded with the captured layers' median RMS {rms.tolist()}")
+            fresh.fc.weight.copy_(fold_fc_norm(old.fc.weight.float(), rms))
+    return fresh
