@@ -85,8 +85,8 @@ def answer_fn(c: ChatDrafterConfig, target, tok):
     return chat_data.llama_answer(srv.url, tok.eos_token_id), "llama-server Q4_1", srv
 
 
-def new_drafter(target, d2t, t2d, c: ChatDrafterConfig, fc_norm: bool = False) -> Eagle3Drafter:
-    """Shaped like the target's layers (with `fc_norm`: one RMSNorm per captured layer before fc);
+def new_drafter(target, d2t, t2d, c: ChatDrafterConfig, **norms: bool) -> Eagle3Drafter:
+    """Shaped like the target's layers (`norms`: DrafterConfig's fc_norm or norm_before_fc);
     embedding copied and frozen; lm_head (from its rows) and the final norm start as the target's."""
     tc = target.config
     cfg = DrafterConfig(hidden_size=tc.hidden_size, num_attention_heads=tc.num_attention_heads,
@@ -95,7 +95,7 @@ def new_drafter(target, d2t, t2d, c: ChatDrafterConfig, fc_norm: bool = False) -
                         target_hidden_size=tc.hidden_size, head_dim=getattr(tc, "head_dim", None),
                         rms_norm_eps=tc.rms_norm_eps, rope_theta=float(tc.rope_parameters["rope_theta"]),
                         max_position_embeddings=c.max_position_embeddings,
-                        aux_layer_ids=list(eagle3_layers(tc.num_hidden_layers)), fc_norm=fc_norm)
+                        aux_layer_ids=list(eagle3_layers(tc.num_hidden_layers)), **norms)
     drafter = Eagle3Drafter(cfg)
     drafter.d2t.copy_(d2t)
     drafter.t2d.copy_(t2d)

@@ -54,6 +54,7 @@ class ScaleConfig:
     draft_vocab_size: int = 0
     new_row_scale: float = 1.0     # the new ids' rows: the target's head rows times this
     fc_norm: bool = False          # one RMSNorm per captured layer before fc (EAGLE 3.1)
+    norm_before_fc: bool = False   # one RMSNorm over the three captured layers before fc
     ttt_steps: int = 5
     batch_tokens: int = 1024
     epochs: int = 1
@@ -232,7 +233,8 @@ def train_scaled(c: ScaleConfig) -> dict:
     coverage_held = float(t2d[held_tok].float().mean())
     print(f"draft vocabulary {int(t2d.sum())}: {coverage:.1%} of {len(written):,} training answer "
           f"tokens, {coverage_held:.1%} of {len(held_tok):,} held-out ones")
-    drafter = warm_drafter(c.warm_start, target, d2t, t2d, c.new_row_scale, c.fc_norm, train)
+    drafter = warm_drafter(c.warm_start, target, d2t, t2d, c.new_row_scale, c.fc_norm, train,
+                           c.norm_before_fc)
     head_w = target.lm_head.weight[t2d].detach().clone()
     t2 = time.time()
     cc = ChatDrafterConfig(ttt_steps=c.ttt_steps, batch_tokens=c.batch_tokens, epochs=c.epochs, lr=c.lr,

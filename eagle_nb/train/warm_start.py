@@ -1,6 +1,8 @@
 """Starting a drafter from a trained one: its lm_head rows moved to a rebuilt draft vocabulary,
-and `fc_norm` (one RMSNorm per captured layer before `fc`, EAGLE 3.1; vllm-project/speculators
-PR #610) added to a drafter trained without it, at the same function for a typical token.
+and a norm before `fc` added to a drafter trained without it, at the same function for a typical
+token: `fc_norm` (one RMSNorm per captured layer, EAGLE 3.1; vllm-project/speculators PR #610;
+vLLM 0.32 reads it, llama.cpp 0.3.36 does not) or `norm_before_fc` (one RMSNorm over the three
+layers together; both read it: vLLM's llama_eagle3.py, llama.cpp's src/models/eagle3.cpp).
 
 Both keep every trained weight and change only what the new shape needs, so a warm-started run
 starts where the old drafter was (its held-out accuracy before the first step is the old one's).
@@ -12,7 +14,7 @@ import torch
 from eagle_nb.train.drafter_chat import ChatDrafterConfig, new_drafter
 
 REPLACED = ("lm_head", "d2t", "t2d", "embed_tokens")      # rebuilt from the target, not loaded
-ADDED = ("fc_norm",)                                        # may be new in the warm-started drafter
+ADDED = ("fc_norm", "input_norm")                           # may be new in the warm-started drafter
 
 
 def warm_vocab_rows(old_rows, old_t2d, fresh_rows, new_t2d, new_row_scale: float = 1.0) -> torch.Tensor:
@@ -46,30 +48,38 @@ def fold_fc_norm(fc_weight: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
 
 
 def warm_drafter(warm_start: str, target, d2t, t2d, new_row_scale: float = 1.0, fc_norm: bool = False,
-                 seqs: list[dict] | None = None):
+                 seqs: list[dict] | None = None, norm_before_fc: bool = False):
     """A drafter for the draft vocabulary (d2t, t2d): the warm start's weights, its lm_head rows
     moved to the new draft ids of the same target ids, the target's rows (times `new_row_scale`)
-    for ids it did not have. With `fc_norm` on a warm start without it, fc is folded with the
-    median per-layer scale of `seqs`' features; a warm start with fc_norm needs `fc_norm`."""
+    for ids it did not have. With `fc_norm` (`norm_before_fc`) on a warm start without it, fc is
+    folded with the median per-layer (whole) scale of `seqs`' features; a warm start that has
+    one needs it asked for again."""
     from eagle_nb.checkpoints.load import load_drafter
-    fresh = new_drafter(target, d2t, t2d, ChatDrafterConfig(draft_vocab_size=int(t2d.sum())), fc_norm=fc_norm)
+    fresh = new_drafter(target, d2t, t2d, ChatDrafterConfig(draft_vocab_size=int(t2d.sum())), fc_norm=fc_norm,
+                        norm_before_fc=norm_before_fc)
     if not warm_start:
         return fresh
     old = load_drafter(warm_start, target, dtype=torch.float32)
-    if old.config.fc_norm and not fc_norm:
-        raise ValueError(f"warm start {warm_start} has fc_norm: train it with --fc-norm")
+    for name, want in (("fc_norm", fc_norm), ("norm_before_fc", norm_before_fc)):
+        if getattr(old.config, name) and not want:
+            raise ValueError(f"warm start {warm_start} has {name}: train it with --{name.replace('_', '-')}")
+    if fc_norm and norm_before_fc:
+        raise ValueError("--fc-norm and --norm-before-fc: choose one norm before fc")
     state = {k: v for k, v in old.state_dict().items() if not k.startswith(REPLACED)}
     missing, unexpected = fresh.load_state_dict(state, strict=False)
-    allowed = REPLACED + (ADDED if not old.config.fc_norm else ())
+    added = (fc_norm and not old.config.fc_norm) or (norm_before_fc and not old.config.norm_before_fc)
+    allowed = REPLACED + (ADDED if added else ())
     if unexpected or any(not k.startswith(allowed) for k in missing):
         raise ValueError(f"warm start {warm_start}: keys differ (missing {missing}, unexpected {unexpected})")
     with torch.no_grad():
         fresh.lm_head.weight.copy_(warm_vocab_rows(old.lm_head.weight.float(), old.t2d,
                                                    fresh.lm_head.weight, t2d, new_row_scale))
-        if fc_norm and not old.config.fc_norm:
+        if added:
             if not seqs:
-                raise ValueError("fc_norm on a warm start without it needs the training features")
-            rms = chunk_rms(seqs, fresh.config.num_aux, fresh.config.target_hidden_size)
-            print(f"fc_norm added: fc folded with the captured layers' median RMS {rms.tolist()}")
+                raise ValueError("a norm before fc on a warm start without it needs the training features")
+            n_aux = fresh.config.num_aux if fc_norm else 1
+            rms = chunk_rms(seqs, n_aux, fresh.config.fc_in_features // n_aux)
+            print(f"{'fc_norm' if fc_norm else 'norm_before_fc'} added: fc folded with the features' "
+                  f"median RMS {[round(x, 3) for x in rms.tolist()]}")
             fresh.fc.weight.copy_(fold_fc_norm(old.fc.weight.float(), rms))
     return fresh

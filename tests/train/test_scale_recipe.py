@@ -200,3 +200,18 @@ def test_boolean_flags_parse_as_switches():
     assert p.parse_args(["--lr", "0.001"]).lr == 0.001
     with pytest.raises(SystemExit):
         p.parse_args(["--fc-norm", "0"])
+
+
+def test_norm_before_fc_fold_keeps_fc_for_a_typical_token():
+    """The one-norm variant (norm_before_fc, which llama.cpp also reads): fc folded with the whole
+    feature's RMS fuses a token of that RMS as before."""
+    torch.manual_seed(1)
+    old = Eagle3Drafter(tiny_drafter_config())
+    new = Eagle3Drafter(tiny_drafter_config(norm_before_fc=True))
+    x = torch.randn(1, 3, old.config.fc_in_features)
+    x = x / x.pow(2).mean(-1, keepdim=True).sqrt() * 7.0
+    rms = chunk_rms([{"feats": x[0]}], 1, old.config.fc_in_features)
+    torch.testing.assert_close(rms, torch.tensor([7.0]))
+    with torch.no_grad():
+        new.fc.weight.copy_(fold_fc_norm(old.fc.weight, rms))
+    torch.testing.assert_close(new.fuse(x), old.fuse(x), rtol=1e-4, atol=1e-4)
