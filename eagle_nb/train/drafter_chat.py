@@ -63,6 +63,7 @@ class ChatDrafterConfig:
     checkpoint_every: int = 25
     acc_every: int = 1                     # the Train lines' accuracy counted on every n-th batch
     precision: str = "float32"             # or "bfloat16": autocast around each step's forward and loss
+    hard_weight: float = 0.0               # > 0: plus this times cross-entropy to the target's argmax
     snapshot_every: int = 0                # > 0: the drafter's weights also kept every n steps
     save_dtype: str = "float16"
     threads: int = 2
@@ -107,10 +108,10 @@ def new_drafter(target, d2t, t2d, c: ChatDrafterConfig, **norms: bool) -> Eagle3
     return drafter
 
 
-def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids, count: bool = True):
+def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids, count: bool = True, hard: float = 0.0):
     """Per step j: soft cross-entropy against the target's distribution on the draft vocabulary at
     the positions whose next token belongs to the answer (and whose target argmax the draft
-    vocabulary holds), weight 0.8^j. Column t of step j predicts the token after position t+1+j.
+    vocabulary holds), plus `hard` times the cross-entropy to that argmax, weight 0.8^j. Column t of step j predicts the token after position t+1+j.
     Returns (loss, [(hits, counted) per step]) with hits over all answer positions; with `count`
     False the accuracy's argmax is skipped and the list is empty."""
     loss, acc = 0.0, []
@@ -121,7 +122,10 @@ def ttt_loss(outs, draft_head_logits, argmax, answer, t2d, d2t_ids, count: bool 
         top = argmax[:, sl]
         reach = mask & t2d[top]
         p = draft_head_logits[:, sl].softmax(-1)
-        step = -(p * logits.float().log_softmax(-1)).sum(-1)
+        logp = logits.float().log_softmax(-1)
+        step = -(p * logp).sum(-1)
+        if hard:                       # the argmax's draft id: t2d's cumulative count, minus one
+            step = step - hard * logp.gather(-1, (t2d.cumsum(0)[top] - 1).clamp(min=0)[..., None])[..., 0]
         loss = loss + 0.8 ** j * (step * reach).sum() / reach.sum().clamp(min=1)
         if not count:
             continue
@@ -202,7 +206,7 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
         with autocast(c.precision):
             outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
             loss, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, d2t_ids,
-                                 count=step % c.acc_every == 0)
+                                 count=step % c.acc_every == 0, hard=c.hard_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 0.5)
@@ -239,11 +243,10 @@ def train_chat_drafter(c: ChatDrafterConfig) -> dict:
     torch.manual_seed(c.seed)
     torch.set_num_threads(c.threads)
     t0, work, out = time.time(), Path(c.work), Path(c.out)
-    work.mkdir(parents=True, exist_ok=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    for d in (work, out.parent):
+        d.mkdir(parents=True, exist_ok=True)
     target, tok = load_target(c.target, device="cpu", dtype=torch.float32)
     layer_ids = list(eagle3_layers(target.config.num_hidden_layers))
-
     # 1-3. requests, the target's answers, its states (each phase resumes from its files)
     reqs = chat_data.requests_phase(work, tok, c.requests, c.seed)
     answer, source, server = answer_fn(c, target, tok)
@@ -254,8 +257,7 @@ def train_chat_drafter(c: ChatDrafterConfig) -> dict:
         if server:
             server.stop()
     shards = chat_data.features_phase(work, target, chat_data.sequences(reqs, answers), layer_ids)
-    data_s = time.time() - t0
-    seqs = chat_data.load_shards(shards)
+    data_s, seqs = time.time() - t0, chat_data.load_shards(shards)
     held = [q for q in seqs if q["id"] % c.heldout_every == 0]
     train = [q for q in seqs if q["id"] % c.heldout_every != 0]
     stages = parse_stages(c)
@@ -269,8 +271,7 @@ def train_chat_drafter(c: ChatDrafterConfig) -> dict:
     print(f"draft vocabulary: {c.draft_vocab_size} of {target.config.vocab_size} ids cover "
           f"{coverage:.1%} of the {len(written):,} answer tokens the target wrote in the first stage's "
           f"requests, {coverage_all:.1%} of all {len(every):,} training answer tokens")
-    drafter = new_drafter(target, d2t, t2d, c)
-    head_w = target.lm_head.weight[t2d].detach().clone()                   # (Vd, H)
+    drafter, head_w = new_drafter(target, d2t, t2d, c), target.lm_head.weight[t2d].detach().clone()  # (Vd, H)
 
     # 5. training-time test, checkpointed, stage after stage
     log_f = out.parent / "drafter_train.log"
@@ -289,11 +290,10 @@ def train_chat_drafter(c: ChatDrafterConfig) -> dict:
     save_drafter(drafter, out, "eagle", dtype=getattr(torch, c.save_dtype))
     metrics = {"config": asdict(c), "layer_ids_hf": layer_ids, "answer_source": source,
                "draft_vocab_coverage": coverage, "draft_vocab_coverage_all_training": coverage_all,
-               "stages": [{"requests": n, "epochs": e} for n, e in stages], "sequences": len(seqs), "train_sequences": len(train),
-               "heldout_sequences": len(held),
+               "stages": [{"requests": n, "epochs": e} for n, e in stages], "sequences": len(seqs),
+               "train_sequences": len(train), "heldout_sequences": len(held),
                "answer_tokens": sum(len(q["ids"]) - int(q["start"]) for q in seqs),
-               "tokens": sum(len(q["ids"]) for q in seqs),
-               "longest_sequence": max(len(q["ids"]) for q in seqs),
+               "tokens": sum(len(q["ids"]) for q in seqs), "longest_sequence": max(len(q["ids"]) for q in seqs),
                "data_time_s": round(data_s, 1), "wall_time_s_this_run": round(time.time() - t0, 1),
                "train_log": log_f.name, "train_steps": steps}
     out.parent.joinpath("drafter_metrics.json").write_text(json.dumps(metrics, indent=2))

@@ -55,6 +55,8 @@ class ScaleConfig:
     new_row_scale: float = 1.0     # the new ids' rows: the target's head rows times this
     fc_norm: bool = False          # one RMSNorm per captured layer before fc (EAGLE 3.1)
     norm_before_fc: bool = False   # one RMSNorm over the three captured layers before fc
+    intermediate_size: int = 1536  # the draft layer's MLP (wider than the warm start's: padded)
+    hard_weight: float = 0.0       # > 0: plus this times cross-entropy to the target's argmax
     ttt_steps: int = 5
     batch_tokens: int = 1024
     epochs: int = 1
@@ -234,12 +236,13 @@ def train_scaled(c: ScaleConfig) -> dict:
     print(f"draft vocabulary {int(t2d.sum())}: {coverage:.1%} of {len(written):,} training answer "
           f"tokens, {coverage_held:.1%} of {len(held_tok):,} held-out ones")
     drafter = warm_drafter(c.warm_start, target, d2t, t2d, c.new_row_scale, c.fc_norm, train,
-                           c.norm_before_fc)
+                           c.norm_before_fc, c.intermediate_size)
     head_w = target.lm_head.weight[t2d].detach().clone()
     t2 = time.time()
     cc = ChatDrafterConfig(ttt_steps=c.ttt_steps, batch_tokens=c.batch_tokens, epochs=c.epochs, lr=c.lr,
                            warmup=c.warmup, checkpoint_every=c.checkpoint_every, seed=c.seed,
-                           acc_every=c.acc_every, snapshot_every=c.snapshot_every, precision=dtype)
+                           acc_every=c.acc_every, snapshot_every=c.snapshot_every, precision=dtype,
+                           hard_weight=c.hard_weight)
     log_f = out.parent / "drafter_train.log"
     steps = fit(drafter, train, held, lambda final: final @ head_w.T, cc, work,
                 work / "drafter_train.log")

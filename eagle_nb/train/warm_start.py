@@ -47,16 +47,33 @@ def fold_fc_norm(fc_weight: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
             ).reshape_as(fc_weight)
 
 
+def widen_mlp(state: dict, fresh_state: dict) -> dict:
+    """`state`'s MLP weights padded to the fresh (wider) MLP's shape: the new neurons' gate and up
+    rows are the fresh initialisation, their down_proj columns zero, so the wider MLP computes
+    exactly what the narrow one did until training moves them."""
+    out = dict(state)
+    for k, v in state.items():
+        want = fresh_state.get(k)
+        if want is None or want.shape == v.shape or ".mlp." not in k:
+            continue
+        if k.endswith("down_proj.weight"):
+            pad = torch.zeros(v.shape[0], want.shape[1] - v.shape[1], dtype=v.dtype)
+            out[k] = torch.cat([v, pad], dim=1)
+        else:                                               # gate_proj / up_proj rows
+            out[k] = torch.cat([v, want[v.shape[0]:].to(v.dtype)], dim=0)
+    return out
+
+
 def warm_drafter(warm_start: str, target, d2t, t2d, new_row_scale: float = 1.0, fc_norm: bool = False,
-                 seqs: list[dict] | None = None, norm_before_fc: bool = False):
+                 seqs: list[dict] | None = None, norm_before_fc: bool = False, intermediate_size: int = 1536):
     """A drafter for the draft vocabulary (d2t, t2d): the warm start's weights, its lm_head rows
     moved to the new draft ids of the same target ids, the target's rows (times `new_row_scale`)
     for ids it did not have. With `fc_norm` (`norm_before_fc`) on a warm start without it, fc is
     folded with the median per-layer (whole) scale of `seqs`' features; a warm start that has
-    one needs it asked for again."""
+    one needs it asked for again. A wider `intermediate_size` pads the MLP (`widen_mlp`)."""
     from eagle_nb.checkpoints.load import load_drafter
-    fresh = new_drafter(target, d2t, t2d, ChatDrafterConfig(draft_vocab_size=int(t2d.sum())), fc_norm=fc_norm,
-                        norm_before_fc=norm_before_fc)
+    cc = ChatDrafterConfig(draft_vocab_size=int(t2d.sum()), intermediate_size=intermediate_size)
+    fresh = new_drafter(target, d2t, t2d, cc, fc_norm=fc_norm, norm_before_fc=norm_before_fc)
     if not warm_start:
         return fresh
     old = load_drafter(warm_start, target, dtype=torch.float32)
@@ -65,7 +82,11 @@ def warm_drafter(warm_start: str, target, d2t, t2d, new_row_scale: float = 1.0, 
             raise ValueError(f"warm start {warm_start} has {name}: train it with --{name.replace('_', '-')}")
     if fc_norm and norm_before_fc:
         raise ValueError("--fc-norm and --norm-before-fc: choose one norm before fc")
-    state = {k: v for k, v in old.state_dict().items() if not k.startswith(REPLACED)}
+    if old.config.intermediate_size > intermediate_size:
+        raise ValueError(f"warm start {warm_start}: its MLP is {old.config.intermediate_size} wide, "
+                         f"--intermediate-size {intermediate_size} would cut it")
+    state = widen_mlp({k: v for k, v in old.state_dict().items() if not k.startswith(REPLACED)},
+                      fresh.state_dict())
     missing, unexpected = fresh.load_state_dict(state, strict=False)
     added = (fc_norm and not old.config.fc_norm) or (norm_before_fc and not old.config.norm_before_fc)
     allowed = REPLACED + (ADDED if added else ())

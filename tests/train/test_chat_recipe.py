@@ -121,6 +121,24 @@ def test_loss_counts_only_answer_positions():
         assert counted == want, (j, counted, want)
 
 
+def test_hard_term_is_cross_entropy_to_the_targets_argmax():
+    """`hard` adds, per step, that weight times the mean cross-entropy to the draft id of the
+    target's argmax over the counted positions (draft ids found here by search, not cumsum)."""
+    torch.manual_seed(3)
+    d, seqs = tiny_drafter(), _seqs(4)
+    ids, feats, final, argmax, answer = collate(seqs, 1)
+    head, d2t_ids = torch.randn(VD, H), d.t2d.nonzero().flatten()
+    outs = ttt_forward(d, ids, feats, 1)
+    soft, _ = ttt_loss(outs, final @ head.T, argmax, answer, d.t2d, d2t_ids, count=False)
+    both, _ = ttt_loss(outs, final @ head.T, argmax, answer, d.t2d, d2t_ids, count=False, hard=0.5)
+    T = outs[0].shape[1]
+    top, mask = argmax[:, 1:1 + T], answer[:, 2:2 + T]
+    reach = mask & d.t2d[top]
+    assert reach.sum() > 0
+    ce = -outs[0].float().log_softmax(-1).gather(-1, torch.searchsorted(d2t_ids, top)[..., None].clamp(max=VD - 1))[..., 0]
+    torch.testing.assert_close(both - soft, 0.5 * (ce * reach).sum() / reach.sum())
+
+
 def test_training_resumes_to_the_same_weights(tmp_path):
     """Interrupted after 3 steps (last checkpoint at 2) and run again, training ends with the
     weights and log of an uninterrupted run, bit for bit; it lowers the loss it trains on."""

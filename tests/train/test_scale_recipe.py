@@ -215,3 +215,15 @@ def test_norm_before_fc_fold_keeps_fc_for_a_typical_token():
     with torch.no_grad():
         new.fc.weight.copy_(fold_fc_norm(old.fc.weight, rms))
     torch.testing.assert_close(new.fuse(x), old.fuse(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_wider_mlp_starts_as_the_narrow_one():
+    """The draft layer's MLP padded from 64 to 96 neurons computes what the 64-neuron one did."""
+    from eagle_nb.train.warm_start import widen_mlp
+    torch.manual_seed(2)
+    old = Eagle3Drafter(tiny_drafter_config())
+    wide = Eagle3Drafter(tiny_drafter_config(intermediate_size=96))
+    wide.load_state_dict(widen_mlp(old.state_dict(), wide.state_dict()))
+    x = torch.randn(2, 5, old.config.hidden_size)
+    torch.testing.assert_close(wide.midlayer.mlp(x), old.midlayer.mlp(x), rtol=1e-5, atol=1e-5)
+    assert wide.midlayer.mlp.gate_proj.weight[64:].abs().sum() > 0          # new neurons can learn
