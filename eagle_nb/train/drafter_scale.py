@@ -41,8 +41,8 @@ class ScaleConfig:
     out: str = str(DATA_DIR / "drafter_eagle")
     warm_start: str = str(DATA_DIR / "drafter_eagle")     # "" trains from the target's rows
     seed: int = 0
-    requests: int = 30000          # the stream's length (answered in order)
-    self_requests: int = 0         # then this many requests the target writes itself (Magpie)
+    requests: int = 25000          # the stream's length (answered in order)
+    self_requests: int = 2560      # then this many requests the target writes itself (Magpie)
     answered: int = 6144           # train on the first `answered` requests
     first: int = 0                 # ... from request `first` on (a warm start's next, unseen requests)
     heldout_every: int = 25

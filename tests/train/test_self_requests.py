@@ -58,3 +58,17 @@ def test_generation_resumes_and_committed_texts_come_first(tok, tmp_path):
     assert written_requests(tmp_path, tok, eos, 12, [], generate) == got and len(calls) == n_calls
     mine = ["A committed request, one.", "Another committed request."]
     assert written_requests(tmp_path / "none", tok, eos, 2, [], generate, committed=mine) == mine
+
+
+def test_committed_self_written_requests_are_usable_and_disjoint():
+    """The committed requests the target wrote (after the 25,000 of the stream) are distinct, of
+    the kept length, under 60% word overlap with every evaluation prompt, and all answered."""
+    from eagle_nb.train.drafter_scale import ScaleConfig, read_committed
+    reqs, answers = read_committed(texts=False)
+    mine = [r for r in reqs if r["source"].get("by") == self_requests.SOURCE]
+    c = ScaleConfig()
+    assert len(mine) == c.self_requests and [r["id"] for r in mine] == list(range(c.requests, c.requests + c.self_requests))
+    texts = [r["source"]["text"] for r in mine]
+    evals = [json.loads(line)["messages"][-1]["content"] for line in REAL.prompts.read_text().splitlines()]
+    assert kept(texts, evals, len(texts)) == texts
+    assert all(answers[r["id"]]["answer_ids"] for r in mine)
