@@ -225,3 +225,14 @@ def collate(seqs: list[dict], steps: int):
         argmax[b, :n] = q["argmax"].long()
         answer[b, int(q["start"]):n] = True
     return ids, feats, final, argmax, answer
+
+
+def with_noise(feats: torch.Tensor, scale: float, n_aux: int, seed: int) -> torch.Tensor:
+    """feats (B, T, n_aux*H) plus Gaussian noise of `scale` times each token's RMS in each captured
+    layer (relative: the layers' scales differ 8x here), drawn from `seed` (a resumed run draws the
+    same noise). Feature noise as EAGLE trains with, there uniform and absolute."""
+    B, T, W = feats.shape
+    x = feats.view(B, T, n_aux, W // n_aux)
+    rms = x.pow(2).mean(-1, keepdim=True).sqrt()
+    noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(seed))
+    return (x + scale * rms * noise).view(B, T, W)

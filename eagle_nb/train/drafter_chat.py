@@ -64,6 +64,7 @@ class ChatDrafterConfig:
     acc_every: int = 1                     # the Train lines' accuracy counted on every n-th batch
     precision: str = "float32"             # or "bfloat16": autocast around each step's forward and loss
     hard_weight: float = 0.0               # > 0: plus this times cross-entropy to the target's argmax
+    feature_noise: float = 0.0             # > 0: Gaussian noise this times each layer's RMS on features
     snapshot_every: int = 0                # > 0: the drafter's weights also kept every n steps
     save_dtype: str = "float16"
     threads: int = 2
@@ -164,9 +165,7 @@ def evaluate(drafter, seqs, head, c) -> list[float]:
         with autocast(c.precision):
             outs = ttt_forward(drafter, ids, feats, c.ttt_steps)
             _, acc = ttt_loss(outs, head(final), argmax, answer, drafter.t2d, drafter.t2d.nonzero().flatten())
-        for j, (h, n) in enumerate(acc):
-            tot[j][0] += h
-            tot[j][1] += n
+        tot = [[a + h, b + n] for (a, b), (h, n) in zip(tot, acc)]
     drafter.train()
     return [h / max(n, 1) for h, n in tot]
 
@@ -175,9 +174,9 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
         log_f: Path, stop_after: int | None = None, stage: int = 0, epoch0: int = 0,
         epochs_total: int | None = None, log_before: list[str] | None = None) -> int:
     """Training-time test over `train` for `c.epochs` epochs, resuming from `work/train_state.pt`
-    (a resumed run continues on the same batch order and optimizer state, so it ends where an
-    uninterrupted run ends). `head(final)` gives the target's logits on the draft vocabulary.
-    Writes the EAGLE-format log lines to `log_f` at the end of each epoch. `stop_after` ends
+    (same batch order, optimizer state and noise: it ends where an uninterrupted run ends).
+    `head(final)` gives the target's logits on the draft vocabulary; the EAGLE-format log lines
+    go to `log_f` at the end of each epoch. `stop_after` ends
     early after that many steps in all (tests interrupt with it). A later `stage` keeps its state
     in `train_state-{stage}.pt`, numbers its epochs from `epoch0` out of `epochs_total` and writes
     its log lines after `log_before`. Returns the steps done."""
@@ -201,6 +200,8 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
         for grp in opt.param_groups:
             grp["lr"] = lr_at(step, total, c)
         ids, feats, final, argmax, answer = collate([train[i] for i in idx], c.ttt_steps)
+        if c.feature_noise:
+            feats = chat_data.with_noise(feats, c.feature_noise, drafter.config.num_aux, c.seed * 1_000_003 + step)
         # NOTE: autocast per step: its bf16 weight copies live as long as the context (one around
         # the loop kept step 1's weights; the saved weights' accuracy fell from 0.32 to 0.09)
         with autocast(c.precision):
@@ -211,9 +212,8 @@ def fit(drafter, train: list[dict], held: list[dict], head, c: ChatDrafterConfig
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 0.5)
         opt.step()
-        for j, (h, n) in enumerate(acc):
-            epoch_acc[j][0] += h
-            epoch_acc[j][1] += n
+        if acc:
+            epoch_acc = [[a + h, b + n] for (a, b), (h, n) in zip(epoch_acc, acc)]
         step += 1
         bar.update()
         bar.set_postfix(loss=f"{loss.item():.3f}",

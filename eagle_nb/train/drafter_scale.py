@@ -57,6 +57,7 @@ class ScaleConfig:
     norm_before_fc: bool = False   # one RMSNorm over the three captured layers before fc
     intermediate_size: int = 1536  # the draft layer's MLP (wider than the warm start's: padded)
     hard_weight: float = 0.0       # > 0: plus this times cross-entropy to the target's argmax
+    feature_noise: float = 0.0     # > 0: Gaussian noise this times each layer's RMS on features
     ttt_steps: int = 5
     batch_tokens: int = 1024
     epochs: int = 1
@@ -242,7 +243,7 @@ def train_scaled(c: ScaleConfig) -> dict:
     cc = ChatDrafterConfig(ttt_steps=c.ttt_steps, batch_tokens=c.batch_tokens, epochs=c.epochs, lr=c.lr,
                            warmup=c.warmup, checkpoint_every=c.checkpoint_every, seed=c.seed,
                            acc_every=c.acc_every, snapshot_every=c.snapshot_every, precision=dtype,
-                           hard_weight=c.hard_weight)
+                           hard_weight=c.hard_weight, feature_noise=c.feature_noise)
     log_f = out.parent / "drafter_train.log"
     steps = fit(drafter, train, held, lambda final: final @ head_w.T, cc, work,
                 work / "drafter_train.log")

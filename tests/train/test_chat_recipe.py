@@ -139,10 +139,23 @@ def test_hard_term_is_cross_entropy_to_the_targets_argmax():
     torch.testing.assert_close(both - soft, 0.5 * (ce * reach).sum() / reach.sum())
 
 
+def test_feature_noise_is_relative_to_each_layer_and_replayable():
+    """Noise of scale s on a layer chunk of RMS r has standard deviation s*r (a chunk 100x louder
+    gets 100x the noise); the same seed draws the same noise, another seed other noise."""
+    x = torch.ones(2, 50, 3 * 64)
+    x[..., 128:] *= 100.0
+    a, b = chat_data.with_noise(x, 0.1, 3, seed=5), chat_data.with_noise(x, 0.1, 3, seed=5)
+    assert torch.equal(a, b) and not torch.equal(a, chat_data.with_noise(x, 0.1, 3, seed=6))
+    d = (a - x).view(2, 50, 3, 64)
+    assert abs(d[..., 0, :].std().item() - 0.1) < 0.01 and abs(d[..., 2, :].std().item() - 10.0) < 1.0
+
+
 def test_training_resumes_to_the_same_weights(tmp_path):
-    """Interrupted after 3 steps (last checkpoint at 2) and run again, training ends with the
-    weights and log of an uninterrupted run, bit for bit; it lowers the loss it trains on."""
-    c = ChatDrafterConfig(ttt_steps=3, batch_tokens=60, epochs=2, lr=3e-3, warmup=2, checkpoint_every=2)
+    """With feature noise and the hard term, interrupted after 3 steps (last checkpoint at 2) and
+    run again, training ends with the weights and log of an uninterrupted run, bit for bit; it
+    lowers the loss it trains on."""
+    c = ChatDrafterConfig(ttt_steps=3, batch_tokens=60, epochs=2, lr=3e-3, warmup=2, checkpoint_every=2,
+                          feature_noise=0.05, hard_weight=0.3)    # the noise is replayed too
     seqs, head = _seqs(12), torch.randn(VD, H)
 
     def run(work, stop=None):
